@@ -1,0 +1,280 @@
+"""The grammar IR every frontend produces: rules of small immutable expression trees.
+
+A grammar is a start rule name and a mapping rule name -> :class:`Expr`.  The node set is closed:
+
+* :class:`Bytes` — a literal byte string (``Bytes(b"")`` is the empty string, :data:`EPSILON`);
+* :class:`CharClass` — a set of Unicode scalar values, as sorted inclusive ranges; lowered to UTF-8
+  byte ranges by :mod:`pda.fsm` (surrogates never match);
+* :class:`ByteClass` — a set of raw byte values, for grammars over bytes rather than text;
+* :class:`Seq`, :class:`Alt` (``Alt(())`` is the empty language, :data:`NOTHING`);
+* :class:`Repeat` — ``expr{min,max}``, ``max=None`` for unbounded;
+* :class:`Ref` — a call of another rule by name.
+
+Build nodes with the helpers (:func:`seq`, :func:`alt`, :func:`opt`, :func:`star`, :func:`plus`,
+:func:`lit`, :func:`chars`) — they flatten and simplify, so equal languages tend to get equal trees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+__all__ = [
+    "Expr", "Bytes", "CharClass", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "GrammarIR",
+    "EPSILON", "NOTHING", "MAX_CODE_POINT", "seq", "alt", "opt", "star", "plus", "repeat", "lit",
+    "chars", "byte_chars", "any_char", "negate_ranges", "normalize_ranges", "walk", "refs_of",
+    "to_ebnf",
+]
+
+MAX_CODE_POINT = 0x10FFFF
+
+
+class Expr:
+    """Base class of IR nodes (frozen dataclasses, hashable, compared by value)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Bytes(Expr):
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CharClass(Expr):
+    ranges: tuple[tuple[int, int], ...]  # sorted, merged, inclusive code point ranges
+
+
+@dataclass(frozen=True, slots=True)
+class ByteClass(Expr):
+    ranges: tuple[tuple[int, int], ...]  # sorted, merged, inclusive byte ranges within 0..255
+
+
+@dataclass(frozen=True, slots=True)
+class Seq(Expr):
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Alt(Expr):
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat(Expr):
+    expr: Expr
+    min: int
+    max: int | None  # None: unbounded
+
+
+@dataclass(frozen=True, slots=True)
+class Ref(Expr):
+    name: str
+    # Where the reference was written (line, column), for error messages; not part of equality.
+    pos: tuple[int, int] | None = field(default=None, compare=False, hash=False)
+
+
+EPSILON: Expr = Bytes(b"")
+NOTHING: Expr = Alt(())
+
+
+@dataclass
+class GrammarIR:
+    """What a frontend returns: rules, the start rule, and where each rule was defined."""
+
+    rules: dict[str, Expr]
+    start: str
+    positions: dict[str, tuple[int, int]] = field(default_factory=dict)  # rule -> (line, column)
+    filename: str | None = None
+    source: str | None = None  # the grammar text, for carets in error messages
+
+
+# ----------------------------------------------------------------------------- constructors
+
+
+def normalize_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sort and merge inclusive ranges; drop empty ones."""
+    out: list[list[int]] = []
+    for lo, hi in sorted((a, b) for a, b in ranges if a <= b):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((a, b) for a, b in out)
+
+
+def negate_ranges(ranges: Iterable[tuple[int, int]], top: int = MAX_CODE_POINT) -> tuple[tuple[int, int], ...]:
+    """The complement of ``ranges`` within ``0..top``."""
+    out = []
+    nxt = 0
+    for lo, hi in normalize_ranges(ranges):
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = max(nxt, hi + 1)
+    if nxt <= top:
+        out.append((nxt, top))
+    return tuple(out)
+
+
+def chars(ranges: Iterable[tuple[int, int]], *, negate: bool = False) -> Expr:
+    """A character class over code points; ``negate`` complements within all of Unicode."""
+    r = normalize_ranges(ranges)
+    if negate:
+        r = negate_ranges(r)
+    return CharClass(r) if r else NOTHING
+
+
+def byte_chars(ranges: Iterable[tuple[int, int]], *, negate: bool = False) -> Expr:
+    """A class of raw byte values (0..255)."""
+    r = normalize_ranges(ranges)
+    if negate:
+        r = negate_ranges(r, 0xFF)
+    return ByteClass(r) if r else NOTHING
+
+
+def any_char() -> Expr:
+    """Any Unicode scalar value (what ``.`` and ``[^]`` mean in GBNF)."""
+    return CharClass(((0, MAX_CODE_POINT),))
+
+
+def lit(text: str | bytes) -> Expr:
+    """A literal; ``str`` is encoded as UTF-8."""
+    return Bytes(text.encode("utf-8") if isinstance(text, str) else bytes(text))
+
+
+def seq(*items: Expr) -> Expr:
+    """Concatenation, flattened; adjacent literals are merged; any NOTHING makes it NOTHING."""
+    flat: list[Expr] = []
+    for it in items:
+        parts = it.items if isinstance(it, Seq) else (it,)
+        for p in parts:
+            if p == NOTHING:
+                return NOTHING
+            if isinstance(p, Bytes):
+                if not p.data:
+                    continue
+                if flat and isinstance(flat[-1], Bytes):
+                    flat[-1] = Bytes(flat[-1].data + p.data)  # type: ignore[union-attr]
+                    continue
+            flat.append(p)
+    if not flat:
+        return EPSILON
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def alt(*items: Expr) -> Expr:
+    """Union, flattened and de-duplicated (first occurrence kept)."""
+    flat: list[Expr] = []
+    seen: set[Expr] = set()
+    for it in items:
+        for p in it.items if isinstance(it, Alt) else (it,):
+            if p not in seen:
+                seen.add(p)
+                flat.append(p)
+    return flat[0] if len(flat) == 1 else Alt(tuple(flat))
+
+
+def repeat(expr: Expr, lo: int, hi: int | None) -> Expr:
+    """``expr{lo,hi}`` (``hi=None``: unbounded), simplified for the trivial cases."""
+    if lo < 0 or (hi is not None and hi < lo):
+        raise ValueError(f"bad repetition bounds {{{lo},{hi}}}")
+    if hi == 0 or expr == EPSILON:
+        return EPSILON
+    if expr == NOTHING:
+        return EPSILON if lo == 0 else NOTHING
+    if lo == hi == 1:
+        return expr
+    return Repeat(expr, lo, hi)
+
+
+def opt(expr: Expr) -> Expr:
+    return repeat(expr, 0, 1)
+
+
+def star(expr: Expr) -> Expr:
+    return repeat(expr, 0, None)
+
+
+def plus(expr: Expr) -> Expr:
+    return repeat(expr, 1, None)
+
+
+# ----------------------------------------------------------------------------- traversal
+
+
+def walk(expr: Expr) -> Iterator[Expr]:
+    """Every node of ``expr``, pre-order."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        yield e
+        if isinstance(e, (Seq, Alt)):
+            stack.extend(reversed(e.items))
+        elif isinstance(e, Repeat):
+            stack.append(e.expr)
+
+
+def refs_of(expr: Expr) -> Iterator[Ref]:
+    for e in walk(expr):
+        if isinstance(e, Ref):
+            yield e
+
+
+# ----------------------------------------------------------------------------- printing
+
+
+def _ebnf_char(cp: int, in_class: bool) -> str:
+    special = "]\\^-[" if in_class else '"\\'
+    ch = chr(cp)
+    if ch in special:
+        return "\\" + ch
+    if ch == "\n":
+        return "\\n"
+    if ch == "\r":
+        return "\\r"
+    if ch == "\t":
+        return "\\t"
+    if cp < 0x20 or cp == 0x7F or 0xD800 <= cp <= 0xDFFF:
+        return f"\\x{cp:02X}" if cp < 0x100 else f"\\u{cp:04X}"
+    return ch
+
+
+def to_ebnf(expr: Expr) -> str:
+    """GBNF text for one expression (used to print grammars for debugging)."""
+    if isinstance(expr, Bytes):
+        try:
+            text = expr.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return "(" + " ".join(f'"\\x{b:02X}"' for b in expr.data) + ")" if expr.data else '""'
+        return '"' + "".join(_ebnf_char(ord(c), False) for c in text) + '"'
+    if isinstance(expr, (CharClass, ByteClass)):
+        if not expr.ranges:
+            return "[^\\x00-\\U0010FFFF]"
+        body = "".join(
+            _ebnf_char(a, True) if a == b else f"{_ebnf_char(a, True)}-{_ebnf_char(b, True)}" for a, b in expr.ranges
+        )
+        return f"[{body}]"
+    if isinstance(expr, Seq):
+        return " ".join(_group(e) for e in expr.items)
+    if isinstance(expr, Alt):
+        return "(" + " | ".join(to_ebnf(e) for e in expr.items) + ")" if expr.items else "[^\\x00-\\U0010FFFF]"
+    if isinstance(expr, Repeat):
+        inner = _group(expr.expr, True)
+        lo, hi = expr.min, expr.max
+        if (lo, hi) == (0, 1):
+            return inner + "?"
+        if (lo, hi) == (0, None):
+            return inner + "*"
+        if (lo, hi) == (1, None):
+            return inner + "+"
+        return inner + ("{%d}" % lo if lo == hi else "{%d,%s}" % (lo, "" if hi is None else hi))
+    if isinstance(expr, Ref):
+        return expr.name
+    raise TypeError(f"not an IR node: {expr!r}")
+
+
+def _group(e: Expr, strict: bool = False) -> str:
+    s = to_ebnf(e)
+    if isinstance(e, Seq) or (strict and isinstance(e, Repeat)):
+        return f"({s})"
+    return s

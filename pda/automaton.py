@@ -1,0 +1,144 @@
+"""The whole grammar as one pushdown automaton in flat numpy arrays.
+
+Every kept rule's minimal DFA gets a block of global state numbers.  Bytes go through one global
+class map, so a byte step is ``trans[state, byte_class[b]]``:
+
+* ``byte_class[256] uint8`` and ``trans[S, C] int32`` (-1: no edge);
+* calls in CSR form: ``call_ptr[S+1]``, ``call_rule[E]``, ``call_return[E]`` (the state after the
+  call, in the caller's rule);
+* ``rule_start[R]``, ``is_end[S]`` (the rule may return here), ``state_rule[S]``;
+* ``has_bytes[S]`` (some byte leaves the state), ``simple[S]`` (no calls and not an end: a byte
+  walk through such states needs no stack work), ``push_rank[S]`` (a topological order of the
+  "call from s enters the start of r" graph, which is acyclic once left recursion is gone).
+
+Rule 0 is the root; only the root may accept the empty string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fsm import build_rule_dfa
+from .normalize import ROOT, NormalGrammar
+
+__all__ = ["Automaton", "build_automaton", "DEFAULT_MAX_STATES"]
+
+DEFAULT_MAX_STATES = 1_000_000
+
+
+@dataclass(eq=False)
+class Automaton:
+    rule_names: list[str]
+    byte_class: np.ndarray
+    trans: np.ndarray
+    call_ptr: np.ndarray
+    call_rule: np.ndarray
+    call_return: np.ndarray
+    rule_start: np.ndarray
+    is_end: np.ndarray
+    state_rule: np.ndarray
+    has_bytes: np.ndarray
+    simple: np.ndarray
+    push_rank: np.ndarray
+
+    @property
+    def num_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.trans.shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays())
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return (
+            self.byte_class, self.trans, self.call_ptr, self.call_rule, self.call_return, self.rule_start,
+            self.is_end, self.state_rule, self.has_bytes, self.simple, self.push_rank,
+        )
+
+    def calls(self, state: int) -> list[tuple[int, int]]:
+        """[(rule, return_state), ...] of the call edges leaving ``state``."""
+        a, b = self.call_ptr[state], self.call_ptr[state + 1]
+        return list(zip(self.call_rule[a:b].tolist(), self.call_return[a:b].tolist()))
+
+    def allowed_bytes(self, state: int) -> list[int]:
+        row = self.trans[state]
+        return [b for b in range(256) if row[self.byte_class[b]] >= 0]
+
+
+def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES) -> Automaton:
+    names = list(g.rules)
+    assert names[0] == ROOT
+    index = {n: i for i, n in enumerate(names)}
+    dfas = []
+    total = 0
+    for n in names:
+        d = build_rule_dfa(g.rules[n], index, max_states=max_states - total)
+        total += len(d.trans)
+        dfas.append(d)
+
+    cuts = sorted({b for d in dfas for b in d.bounds})
+    ncls = len(cuts) - 1
+    byte_class = np.zeros(256, dtype=np.uint8)
+    for k in range(ncls):
+        byte_class[cuts[k]:cuts[k + 1]] = k
+    offsets = np.cumsum([0] + [len(d.trans) for d in dfas])
+    S = int(offsets[-1])
+    trans = np.full((S, ncls), -1, dtype=np.int32)
+    is_end = np.zeros(S, dtype=np.bool_)
+    state_rule = np.zeros(S, dtype=np.int32)
+    call_lists: list[list[tuple[int, int]]] = []
+    for r, d in enumerate(dfas):
+        base = int(offsets[r])
+        # global class k starts at byte cuts[k]; find the rule's class holding that byte
+        local = np.searchsorted(np.asarray(d.bounds), np.asarray(cuts[:-1]), side="right") - 1
+        t = np.asarray(d.trans, dtype=np.int64)[:, local]
+        trans[base:base + len(d.trans)] = np.where(t >= 0, t + base, -1)
+        is_end[base:base + len(d.trans)] = d.accept
+        state_rule[base:base + len(d.trans)] = r
+        for s, calls in enumerate(d.calls):
+            call_lists.append(sorted((callee, ret + base) for callee, ret in calls.items()))
+    call_ptr = np.zeros(S + 1, dtype=np.int32)
+    call_ptr[1:] = np.cumsum([len(c) for c in call_lists])
+    flat = [c for cl in call_lists for c in cl]
+    call_rule = np.array([c for c, _ in flat], dtype=np.int32)
+    call_return = np.array([r for _, r in flat], dtype=np.int32)
+    rule_start = offsets[:-1].astype(np.int32)
+    has_bytes = (trans >= 0).any(axis=1)
+    has_calls = call_ptr[1:] > call_ptr[:-1]
+    simple = ~has_calls & ~is_end
+    push_rank = _push_ranks(S, call_ptr, call_rule, rule_start)
+    return Automaton(
+        names, byte_class, trans, call_ptr, call_rule, call_return, rule_start, is_end, state_rule,
+        has_bytes, simple, push_rank,
+    )
+
+
+def _push_ranks(S: int, call_ptr: np.ndarray, call_rule: np.ndarray, rule_start: np.ndarray) -> np.ndarray:
+    """Longest-path depth in the graph s -> rule_start[r] over call edges (acyclic after normalisation)."""
+    rank = np.zeros(S, dtype=np.int32)
+    # Kahn's algorithm over the (sparse) edge list
+    src = np.repeat(np.arange(S), np.diff(call_ptr))
+    dst = rule_start[call_rule] if len(call_rule) else np.zeros(0, dtype=np.int32)
+    indeg = np.bincount(dst, minlength=S) if len(dst) else np.zeros(S, dtype=np.int64)
+    out: dict[int, list[int]] = {}
+    for a, b in zip(src.tolist(), dst.tolist()):
+        out.setdefault(a, []).append(b)
+    queue = [s for s in range(S) if indeg[s] == 0]
+    seen = 0
+    while queue:
+        s = queue.pop()
+        seen += 1
+        for t in out.get(s, ()):
+            rank[t] = max(rank[t], rank[s] + 1)
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                queue.append(t)
+    if seen != S:
+        raise RuntimeError("internal error: left recursion survived normalisation")
+    return rank

@@ -1,0 +1,290 @@
+"""Byte-level finite automata for one rule: Thompson NFA, subset construction, minimisation.
+
+A rule body is an IR expression over bytes, code point classes and calls of other rules.  Code
+points are lowered to UTF-8 byte ranges here (surrogates never match, so every path spells valid
+UTF-8).  The alphabet of a rule's DFA is a partition of the 256 byte values into classes (bytes
+that no edge of the rule tells apart share a class) plus one call symbol per called rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import LimitExceededError
+from .ir import Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq
+
+__all__ = ["RuleDFA", "build_rule_dfa", "utf8_sequences"]
+
+_LENGTH_BOUNDS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
+
+
+def _encode(cp: int) -> bytes:
+    return chr(cp).encode("utf-8", "surrogatepass")
+
+
+def utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
+    """Byte-range sequences whose union is the UTF-8 encodings of code points ``lo..hi``.
+
+    Surrogates (U+D800..U+DFFF) are left out.  Each sequence is a list of inclusive byte ranges,
+    one per byte of the encoding.
+    """
+    out: list[list[tuple[int, int]]] = []
+    for a, b in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)):
+        for blo, bhi in _LENGTH_BOUNDS:
+            x, y = max(a, blo), min(b, bhi)
+            if x <= y:
+                _split_same_length(x, y, out)
+    return out
+
+
+def _split_same_length(a: int, b: int, out: list[list[tuple[int, int]]]) -> None:
+    n = len(_encode(a))
+    for i in range(1, n):
+        m = (1 << (6 * i)) - 1
+        if a & ~m != b & ~m:
+            if a & m:
+                _split_same_length(a, a | m, out)
+                _split_same_length((a | m) + 1, b, out)
+                return
+            if b & m != m:
+                _split_same_length(a, (b & ~m) - 1, out)
+                _split_same_length(b & ~m, b, out)
+                return
+    out.append(list(zip(_encode(a), _encode(b))))
+
+
+class _NFA:
+    """Thompson construction; states are ints, edges are byte ranges, calls, or epsilon."""
+
+    def __init__(self, rule_index: dict[str, int], max_states: int) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+        self.calls: list[list[tuple[int, int]]] = []
+        self.rule_index = rule_index
+        self.max_states = max_states
+
+    def new(self) -> int:
+        if len(self.eps) >= self.max_states:
+            raise LimitExceededError(
+                "max_states", self.max_states, "the grammar needs a larger automaton; raise max_states or "
+                "use smaller repetition counts",
+            )
+        self.eps.append([])
+        self.edges.append([])
+        self.calls.append([])
+        return len(self.eps) - 1
+
+    def build(self, e: Expr, s: int, t: int) -> None:
+        if isinstance(e, Bytes):
+            cur = s
+            for i, byte in enumerate(e.data):
+                nxt = t if i == len(e.data) - 1 else self.new()
+                self.edges[cur].append((byte, byte, nxt))
+                cur = nxt
+            if not e.data:
+                self.eps[s].append(t)
+        elif isinstance(e, ByteClass):
+            for lo, hi in e.ranges:
+                self.edges[s].append((lo, hi, t))
+        elif isinstance(e, CharClass):
+            for lo, hi in e.ranges:
+                for sequence in utf8_sequences(lo, hi):
+                    cur = s
+                    for i, (blo, bhi) in enumerate(sequence):
+                        nxt = t if i == len(sequence) - 1 else self.new()
+                        self.edges[cur].append((blo, bhi, nxt))
+                        cur = nxt
+        elif isinstance(e, Seq):
+            cur = s
+            for i, item in enumerate(e.items):
+                nxt = t if i == len(e.items) - 1 else self.new()
+                self.build(item, cur, nxt)
+                cur = nxt
+        elif isinstance(e, Alt):
+            for item in e.items:
+                self.build(item, s, t)
+        elif isinstance(e, Repeat):
+            cur = s
+            for _ in range(e.min):
+                nxt = self.new()
+                self.build(e.expr, cur, nxt)
+                cur = nxt
+            if e.max is None:
+                loop, back = self.new(), self.new()
+                self.eps[cur].append(loop)
+                self.build(e.expr, loop, back)
+                self.eps[back].append(loop)
+                self.eps[loop].append(t)
+            else:
+                for _ in range(e.max - e.min):
+                    nxt = self.new()
+                    self.eps[cur].append(t)
+                    self.build(e.expr, cur, nxt)
+                    cur = nxt
+                self.eps[cur].append(t)
+        elif isinstance(e, Ref):
+            self.calls[s].append((self.rule_index[e.name], t))
+        else:
+            raise TypeError(f"not an IR node: {e!r}")
+
+
+@dataclass
+class RuleDFA:
+    """A minimal DFA of one rule. State 0 is the start.
+
+    ``bounds`` are the class boundaries: class ``k`` holds bytes ``bounds[k] .. bounds[k+1]-1``.
+    ``trans[s][k]`` is the next state or -1; ``calls[s]`` maps a rule index to the return state.
+    """
+
+    bounds: list[int]
+    trans: list[list[int]]
+    calls: list[dict[int, int]]
+    accept: list[bool]
+
+
+def build_rule_dfa(expr: Expr, rule_index: dict[str, int], *, max_states: int) -> RuleDFA:
+    """Determinise and minimise the rule ``expr`` (only live states are kept)."""
+    nfa = _NFA(rule_index, max_states)
+    start, end = nfa.new(), nfa.new()
+    nfa.build(expr, start, end)
+
+    cuts = {0, 256}
+    for edges in nfa.edges:
+        for lo, hi, _ in edges:
+            cuts.add(lo)
+            cuts.add(hi + 1)
+    bounds = sorted(cuts)
+    cls_of = {b: i for i, b in enumerate(bounds)}
+    nclasses = len(bounds) - 1
+    # edges as class index ranges
+    cedges = [[(cls_of[lo], cls_of[hi + 1] - 1, t) for lo, hi, t in edges] for edges in nfa.edges]
+
+    closure_memo: dict[int, frozenset[int]] = {}
+
+    def closure1(q: int) -> frozenset[int]:
+        got = closure_memo.get(q)
+        if got is None:
+            seen = {q}
+            todo = [q]
+            while todo:
+                for r in nfa.eps[todo.pop()]:
+                    if r not in seen:
+                        seen.add(r)
+                        todo.append(r)
+            got = closure_memo[q] = frozenset(seen)
+        return got
+
+    def closure(qs: set[int]) -> frozenset[int]:
+        out: set[int] = set()
+        for q in qs:
+            out |= closure1(q)
+        return frozenset(out)
+
+    first = closure({start})
+    ids = {first: 0}
+    sets = [first]
+    trans: list[list[int]] = []
+    calls: list[dict[int, int]] = []
+    i = 0
+    while i < len(sets):
+        cur = sets[i]
+        i += 1
+        by_class: dict[int, set[int]] = {}
+        by_call: dict[int, set[int]] = {}
+        for q in cur:
+            for clo, chi, t in cedges[q]:
+                for c in range(clo, chi + 1):
+                    by_class.setdefault(c, set()).add(t)
+            for r, t in nfa.calls[q]:
+                by_call.setdefault(r, set()).add(t)
+        row = [-1] * nclasses
+        targets_memo: dict[frozenset[int], int] = {}
+        for c, ts in by_class.items():
+            key = frozenset(ts)
+            d = targets_memo.get(key)
+            if d is None:
+                nxt = closure(ts)
+                d = ids.get(nxt)
+                if d is None:
+                    if len(sets) >= max_states:
+                        raise LimitExceededError("max_states", max_states, "raise max_states or simplify the grammar")
+                    d = ids[nxt] = len(sets)
+                    sets.append(nxt)
+                targets_memo[key] = d
+            row[c] = d
+        crow: dict[int, int] = {}
+        for r, ts in by_call.items():
+            nxt = closure(ts)
+            d = ids.get(nxt)
+            if d is None:
+                d = ids[nxt] = len(sets)
+                sets.append(nxt)
+            crow[r] = d
+        trans.append(row)
+        calls.append(crow)
+    accept = [end in s for s in sets]
+    return _minimize(RuleDFA(bounds, trans, calls, accept))
+
+
+def _minimize(d: RuleDFA) -> RuleDFA:
+    n = len(d.trans)
+    # live states: those that can reach an accepting state (calls count as edges: every rule is productive)
+    rev: list[list[int]] = [[] for _ in range(n)]
+    for s in range(n):
+        for t in d.trans[s]:
+            if t >= 0:
+                rev[t].append(s)
+        for t in d.calls[s].values():
+            rev[t].append(s)
+    live = [False] * n
+    todo = [s for s in range(n) if d.accept[s]]
+    for s in todo:
+        live[s] = True
+    while todo:
+        for p in rev[todo.pop()]:
+            if not live[p]:
+                live[p] = True
+                todo.append(p)
+    if not live[0]:
+        return RuleDFA(d.bounds, [[-1] * (len(d.bounds) - 1)], [{}], [False])
+
+    block = [(1 if d.accept[s] else 0) if live[s] else -1 for s in range(n)]
+    nblocks = len({b for b in block if b >= 0})
+    while True:
+        sig_ids: dict[tuple, int] = {}
+        new_block = [-1] * n
+        for s in range(n):
+            if not live[s]:
+                continue
+            sig = (
+                block[s],
+                tuple(block[t] if t >= 0 else -1 for t in d.trans[s]),
+                tuple(sorted((r, block[t]) for r, t in d.calls[s].items() if live[t])),
+            )
+            new_block[s] = sig_ids.setdefault(sig, len(sig_ids))
+        block = new_block
+        if len(sig_ids) == nblocks:
+            break
+        nblocks = len(sig_ids)
+    # renumber blocks so that the start state's block is 0, in BFS order
+    order: dict[int, int] = {block[0]: 0}
+    rep: dict[int, int] = {block[0]: 0}
+    queue = [0]
+    while queue:
+        s = queue.pop(0)
+        targets = [t for t in d.trans[s] if t >= 0 and live[t]] + [t for t in d.calls[s].values() if live[t]]
+        for t in targets:
+            if block[t] not in order:
+                order[block[t]] = len(order)
+                rep[block[t]] = t
+                queue.append(t)
+    m = len(order)
+    trans = [[-1] * (len(d.bounds) - 1) for _ in range(m)]
+    calls: list[dict[int, int]] = [{} for _ in range(m)]
+    accept = [False] * m
+    for b, s in rep.items():
+        i = order[b]
+        accept[i] = d.accept[s]
+        trans[i] = [order[block[t]] if t >= 0 and live[t] else -1 for t in d.trans[s]]
+        calls[i] = {r: order[block[t]] for r, t in d.calls[s].items() if live[t]}
+    return RuleDFA(d.bounds, trans, calls, accept)

@@ -1,0 +1,133 @@
+"""The public :class:`Grammar`: any input language in, a pushdown automaton and text checks out."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .automaton import DEFAULT_MAX_STATES, Automaton, build_automaton
+from .errors import GrammarError
+from .ir import GrammarIR, to_ebnf
+from .matcher import ByteMatcher, Walker, as_bytes, validate_bytes
+from .normalize import ROOT, normalize
+from .stack import DEFAULT_MAX_STACK_DEPTH, StackArena
+
+__all__ = ["Grammar"]
+
+_DIALECTS = {".gbnf": "ebnf", ".ebnf": "ebnf", ".lark": "lark", ".regex": "regex", ".json": "json_schema"}
+
+
+class Grammar:
+    """A compiled grammar: normalised rules and their byte-level pushdown automaton.
+
+    Build one with a ``from_*`` constructor.  Compilation happens at construction, so every error
+    in the grammar is raised there (a :class:`~pda.errors.GrammarError` naming the place).
+    ``max_states`` bounds the automaton, ``max_stack_depth`` the nesting of a matched text; hitting
+    either raises :class:`~pda.errors.LimitExceededError`.
+    """
+
+    def __init__(
+        self, ir: GrammarIR, *, max_states: int = DEFAULT_MAX_STATES,
+        max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH,
+    ) -> None:
+        self.ir = ir
+        self.normal = normalize(ir)
+        self.automaton: Automaton = build_automaton(self.normal, max_states=max_states)
+        self.max_stack_depth = max_stack_depth
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    def from_ir(cls, ir: GrammarIR, **options: Any) -> Grammar:
+        return cls(ir, **options)
+
+    @classmethod
+    def from_ebnf(cls, text: str, *, start: str = "root", filename: str | None = None, **options: Any) -> Grammar:
+        """A GBNF / XGrammar-style EBNF grammar (``root ::= ...``)."""
+        from pda.frontends.ebnf import parse_ebnf
+
+        return cls(parse_ebnf(text, start=start, filename=filename), **options)
+
+    @classmethod
+    def from_lark(cls, text: str, *, start: str = "start", filename: str | None = None, **options: Any) -> Grammar:
+        """A Lark grammar (``start: ...``), with ``%import common`` and ``%ignore``."""
+        from pda.frontends.lark_format import parse_lark
+
+        return cls(parse_lark(text, start=start, filename=filename), **options)
+
+    @classmethod
+    def from_regex(cls, pattern: str, *, flags: str = "", **options: Any) -> Grammar:
+        """The strings a regular expression matches entirely (Python ``re`` syntax)."""
+        from pda.frontends.regex import regex_to_ir
+
+        return cls(GrammarIR({"root": regex_to_ir(pattern, flags=flags)}, "root", source=pattern), **options)
+
+    @classmethod
+    def from_json_schema(cls, schema: Any, **options: Any) -> Grammar:
+        """The JSON texts a JSON Schema allows (see :func:`pda.frontends.json_schema.json_schema_to_ir`)."""
+        from pda.frontends.json_schema import json_schema_to_ir
+
+        limits = {k: options.pop(k) for k in ("max_states", "max_stack_depth") if k in options}
+        return cls(json_schema_to_ir(schema, **options), **limits)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, start: str | None = None, **options: Any) -> Grammar:
+        """A grammar file; the dialect comes from the extension (.gbnf/.ebnf, .lark, .regex, .json)."""
+        p = Path(path)
+        dialect = options.pop("format", None) or _DIALECTS.get(p.suffix.lower())
+        if dialect is None:
+            raise GrammarError(f"cannot tell the grammar dialect of {p.name!r}: use .gbnf, .ebnf, .lark or .regex",
+                               filename=str(p))
+        text = p.read_text(encoding="utf-8")
+        if dialect == "ebnf":
+            return cls.from_ebnf(text, start=start or "root", filename=str(p), **options)
+        if dialect == "lark":
+            return cls.from_lark(text, start=start or "start", filename=str(p), **options)
+        if dialect == "regex":
+            return cls.from_regex(text.strip("\n"), **options)
+        if dialect == "json_schema":
+            return cls.from_json_schema(text, **options)
+        raise GrammarError(f"unknown grammar format {dialect!r}", filename=str(p))
+
+    # ------------------------------------------------------------------ matching
+
+    def _walker(self) -> Walker:
+        return Walker(self.automaton, StackArena(self.max_stack_depth))
+
+    def accepts(self, text: str | bytes) -> bool:
+        """True when ``text`` is a complete sentence of the grammar."""
+        return validate_bytes(self._walker(), as_bytes(text), prefix=False) is None
+
+    def is_prefix(self, text: str | bytes) -> bool:
+        """True when ``text`` can still be completed into a sentence (a sentence is its own prefix)."""
+        return validate_bytes(self._walker(), as_bytes(text), prefix=True) is None
+
+    def validate(self, text: str | bytes) -> None:
+        """Raise :class:`~pda.errors.ValidationError` (offset, line, column, expected bytes) unless
+        ``text`` is a complete sentence."""
+        err = validate_bytes(self._walker(), as_bytes(text), prefix=False)
+        if err is not None:
+            raise err
+
+    def matcher(self) -> ByteMatcher:
+        """A new incremental byte matcher (``feed``, ``is_complete``, ``rollback``)."""
+        return ByteMatcher(self._walker())
+
+    # ------------------------------------------------------------------ introspection
+
+    @property
+    def start(self) -> str:
+        return self.ir.start
+
+    def to_ebnf(self, *, normalized: bool = False) -> str:
+        """The grammar as GBNF text: as written (default) or after normalisation."""
+        if normalized:
+            rules = self.normal.rules
+            return "\n".join(f"{'root' if n == ROOT else n} ::= {to_ebnf(b)}" for n, b in rules.items()) + "\n"
+        return "\n".join(f"{n} ::= {to_ebnf(b)}" for n, b in self.ir.rules.items()) + "\n"
+
+    def __repr__(self) -> str:
+        a = self.automaton
+        return (f"<pda.Grammar start={self.ir.start!r} rules={len(self.ir.rules)} pda_rules={len(a.rule_names)} "
+                f"states={a.num_states} classes={a.num_classes}>")

@@ -1,0 +1,49 @@
+"""numba kernels over the automaton's flat arrays, each with a pure-Python reference.
+
+Every kernel is ``@njit(cache=True, nogil=True)``; its ``py_func`` stays runnable, so the tests can
+compare it with the reference and the package works under ``NUMBA_DISABLE_JIT=1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["run_simple", "run_simple_reference", "RUN_FAILED", "RUN_NEEDS_STACK", "RUN_END_OF_INPUT"]
+
+RUN_FAILED = 0  # data[pos] has no edge from the returned state
+RUN_NEEDS_STACK = 1  # data[pos-1] led into the returned state, which has calls or is an end
+RUN_END_OF_INPUT = 2  # all of data was consumed; the returned state is simple (or the start)
+
+
+@njit(cache=True, nogil=True)
+def run_simple(trans: np.ndarray, byte_class: np.ndarray, simple: np.ndarray, state: int,
+               data: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:
+    """Walk ``data[pos:end]`` from ``state`` while the states reached need no stack work.
+
+    Returns ``(pos, state, status)``: see RUN_* for what they mean.
+    """
+    s = state
+    while pos < end:
+        t = trans[s, byte_class[data[pos]]]
+        if t < 0:
+            return pos, s, RUN_FAILED
+        pos += 1
+        if not simple[t]:
+            return pos, t, RUN_NEEDS_STACK
+        s = t
+    return pos, s, RUN_END_OF_INPUT
+
+
+def run_simple_reference(trans, byte_class, simple, state, data, pos, end):  # type: ignore[no-untyped-def]
+    """Plain-Python twin of :func:`run_simple`."""
+    s = state
+    while pos < end:
+        t = int(trans[s][byte_class[data[pos]]])
+        if t < 0:
+            return pos, s, RUN_FAILED
+        pos += 1
+        if not simple[t]:
+            return pos, t, RUN_NEEDS_STACK
+        s = t
+    return pos, s, RUN_END_OF_INPUT

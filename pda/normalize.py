@@ -1,0 +1,410 @@
+"""Grammar normalisation: from a frontend's :class:`~pda.ir.GrammarIR` to rules the automaton can use.
+
+The steps, in order:
+
+1. **Resolve** references: an undefined rule is an :class:`~pda.errors.UndefinedRuleError` at the
+   place of the reference; rules the start rule never reaches are dropped with a warning.
+2. **Productivity**: a reachable rule that derives no finite string (``a ::= a``, ``a ::= "x" a``)
+   is an :class:`~pda.errors.EmptyLanguageError` naming it.  (A rule whose body *is* the empty
+   language, as a JSON Schema ``false`` produces, is simply the empty language.)
+3. **Empty-string removal**: every rule is redefined to its language minus the empty string, and
+   every reference to a rule that could derive the empty string becomes an optional reference.
+   Afterwards no rule is nullable, so a call always consumes input before it returns.
+4. **Left recursion** (direct, indirect and hidden behind nullable prefixes) is eliminated inside
+   each left-recursive group of rules by Paull's substitution, generalised to regular right-hand
+   sides: write a body as ``A·R ∪ N`` (strings led by a call of ``A`` and the rest) and replace it
+   by ``N·R*``, the least solution of the same equation.
+5. **Inlining**: rules that are not recursive are inlined into their callers, so regular parts
+   collapse into the callers' automata; recursive rules stay as pushdown calls.
+
+The result is a :class:`NormalGrammar`: rule bodies in which every :class:`~pda.ir.Ref` names a
+kept rule, the root first.  Its root may derive the empty string; no other rule does.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+from .errors import EmptyLanguageError, UndefinedRuleError
+from .ir import (
+    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, opt,
+    refs_of, repeat, seq, star, walk,
+)
+
+__all__ = ["NormalGrammar", "normalize", "ROOT"]
+
+ROOT = "$root"
+# Inline a non-recursive rule into its callers when it is called once, or when its body is small.
+_INLINE_MAX_NODES = 200
+
+
+@dataclass
+class NormalGrammar:
+    rules: dict[str, Expr]  # ROOT first; every Ref names a key
+    source: GrammarIR
+
+
+def normalize(ir: GrammarIR) -> NormalGrammar:
+    """Run every normalisation step; raises the errors described in the module docstring."""
+    rules = _resolve(ir)
+    rules = _check_productive(rules, ir)
+    rules = _remove_empty(rules, ir.start)
+    rules = _eliminate_left_recursion(rules)
+    rules = _inline(rules)
+    return NormalGrammar(rules, ir)
+
+
+# ----------------------------------------------------------------------------- 1. resolve
+
+
+def _resolve(ir: GrammarIR) -> dict[str, Expr]:
+    def where(name: str) -> dict:
+        line, col = ir.positions.get(name, (None, None))
+        return dict(filename=ir.filename, line=line, column=col, source=ir.source, rule=name)
+
+    if ir.start not in ir.rules:
+        raise UndefinedRuleError(f'start rule "{ir.start}" is not defined', filename=ir.filename, rule=ir.start)
+    for name, body in ir.rules.items():
+        for ref in refs_of(body):
+            if ref.name not in ir.rules:
+                line, col = ref.pos if ref.pos else ir.positions.get(name, (None, None))
+                raise UndefinedRuleError(
+                    f'rule "{ref.name}" is not defined (used in rule "{name}")',
+                    filename=ir.filename, line=line, column=col, source=ir.source, rule=ref.name,
+                )
+    reached = {ir.start}
+    todo = [ir.start]
+    while todo:
+        for ref in refs_of(ir.rules[todo.pop()]):
+            if ref.name not in reached:
+                reached.add(ref.name)
+                todo.append(ref.name)
+    for name in ir.rules:
+        if name not in reached and not name.startswith(("_", "$")):
+            w = where(name)
+            at = f" (line {w['line']})" if w["line"] else ""
+            warnings.warn(f'rule "{name}"{at} is never used', stacklevel=4)
+    rules = {ROOT: Ref(ir.start)}
+    rules.update({n: b for n, b in ir.rules.items() if n in reached})
+    return rules
+
+
+# ----------------------------------------------------------------------------- 2. productivity
+
+
+def _productive_expr(e: Expr, prod: set[str]) -> bool:
+    if isinstance(e, Bytes):
+        return True
+    if isinstance(e, (CharClass, ByteClass)):
+        return _has_scalar(e)
+    if isinstance(e, Seq):
+        return all(_productive_expr(i, prod) for i in e.items)
+    if isinstance(e, Alt):
+        return any(_productive_expr(i, prod) for i in e.items)
+    if isinstance(e, Repeat):
+        return e.min == 0 or _productive_expr(e.expr, prod)
+    if isinstance(e, Ref):
+        return e.name in prod
+    raise TypeError(f"not an IR node: {e!r}")
+
+
+def _has_scalar(e: CharClass | ByteClass) -> bool:
+    if isinstance(e, ByteClass):
+        return bool(e.ranges)
+    return any(not (0xD800 <= lo and hi <= 0xDFFF) for lo, hi in e.ranges)
+
+
+def _check_productive(rules: dict[str, Expr], ir: GrammarIR) -> dict[str, Expr]:
+    prod: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            if name not in prod and _productive_expr(body, prod):
+                prod.add(name)
+                changed = True
+    for name, body in rules.items():
+        if name in prod or name == ROOT:
+            continue
+        if _has_nothing_by_construction(body):
+            continue  # the empty language on purpose (e.g. a JSON Schema `false`)
+        line, col = ir.positions.get(name, (None, None))
+        raise EmptyLanguageError(
+            f'rule "{name}" derives no finite string (every alternative needs "{name}" or another such rule again)',
+            filename=ir.filename, line=line, column=col, source=ir.source, rule=name,
+        )
+    if ir.start not in prod:
+        line, col = ir.positions.get(ir.start, (None, None))
+        raise EmptyLanguageError(
+            f'start rule "{ir.start}" matches no string', filename=ir.filename, line=line, column=col,
+            source=ir.source, rule=ir.start,
+        )
+    return {n: _simplify(_subst_dead(b, prod)) for n, b in rules.items() if n in prod}
+
+
+def _has_nothing_by_construction(body: Expr) -> bool:
+    return not _productive_expr(body, set(_all_names(body)))
+
+
+def _all_names(e: Expr) -> set[str]:
+    return {r.name for r in refs_of(e)}
+
+
+def _subst_dead(e: Expr, prod: set[str]) -> Expr:
+    return _map_refs(e, lambda r: r if r.name in prod else NOTHING)
+
+
+def _map_refs(e: Expr, fn) -> Expr:  # type: ignore[no-untyped-def]
+    if isinstance(e, Ref):
+        return fn(e)
+    if isinstance(e, Seq):
+        return seq(*(_map_refs(i, fn) for i in e.items))
+    if isinstance(e, Alt):
+        return alt(*(_map_refs(i, fn) for i in e.items))
+    if isinstance(e, Repeat):
+        return repeat(_map_refs(e.expr, fn), e.min, e.max)
+    return e
+
+
+def _simplify(e: Expr) -> Expr:
+    """Rebuild through the smart constructors (drops NOTHING branches, merges literals)."""
+    if isinstance(e, Seq):
+        return seq(*(_simplify(i) for i in e.items))
+    if isinstance(e, Alt):
+        return alt(*(_simplify(i) for i in e.items))
+    if isinstance(e, Repeat):
+        return repeat(_simplify(e.expr), e.min, e.max)
+    if isinstance(e, CharClass) and not _has_scalar(e):
+        return NOTHING
+    return e
+
+
+# ----------------------------------------------------------------------------- 3. empty strings
+
+
+def _nullable(e: Expr, null_rules: set[str]) -> bool:
+    if isinstance(e, Bytes):
+        return not e.data
+    if isinstance(e, (CharClass, ByteClass)):
+        return False
+    if isinstance(e, Seq):
+        return all(_nullable(i, null_rules) for i in e.items)
+    if isinstance(e, Alt):
+        return any(_nullable(i, null_rules) for i in e.items)
+    if isinstance(e, Repeat):
+        return e.min == 0 or _nullable(e.expr, null_rules)
+    if isinstance(e, Ref):
+        return e.name in null_rules
+    raise TypeError(f"not an IR node: {e!r}")
+
+
+def _nonempty(e: Expr) -> Expr:
+    """An expression for L(e) minus the empty string; every Ref in ``e`` must be non-nullable."""
+    if isinstance(e, Bytes):
+        return e if e.data else NOTHING
+    if isinstance(e, (CharClass, ByteClass, Ref)):
+        return e
+    if isinstance(e, Alt):
+        return alt(*(_nonempty(i) for i in e.items))
+    if isinstance(e, Seq):
+        # the first non-empty part is item i; the items before it matched the empty string
+        branches = []
+        for i, item in enumerate(e.items):
+            if not _nullable(item, set()):
+                branches.append(seq(*e.items[i:]))
+                break
+            branches.append(seq(_nonempty(item), *e.items[i + 1:]))
+        return alt(*branches)
+    if isinstance(e, Repeat):
+        inner = e.expr
+        if _nullable(inner, set()):
+            # a{m,n} with a nullable is (a minus empty){0,n}; minus the empty string: {1,n}.
+            return repeat(_nonempty(inner), 1, e.max)
+        return repeat(inner, max(e.min, 1), e.max)
+    raise TypeError(f"not an IR node: {e!r}")
+
+
+def _denull_repeats(e: Expr) -> Expr:
+    """Rewrite ``a{m,n}`` with nullable ``a`` as ``(a minus empty){0,n}``: same language, less ambiguity."""
+    if isinstance(e, Seq):
+        return seq(*(_denull_repeats(i) for i in e.items))
+    if isinstance(e, Alt):
+        return alt(*(_denull_repeats(i) for i in e.items))
+    if isinstance(e, Repeat):
+        inner = _denull_repeats(e.expr)
+        if _nullable(inner, set()):
+            return repeat(_nonempty(inner), 0, e.max)
+        return repeat(inner, e.min, e.max)
+    return e
+
+
+def _remove_empty(rules: dict[str, Expr], start: str) -> dict[str, Expr]:
+    null: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            if name not in null and _nullable(body, null):
+                null.add(name)
+                changed = True
+    out: dict[str, Expr] = {}
+    for name, body in rules.items():
+        body = _map_refs(body, lambda r: opt(r) if r.name in null else r)
+        body = _denull_repeats(_simplify(body))
+        out[name] = body if name == ROOT else _nonempty(body)
+    # A rule whose only string was the empty string is now the empty language: drop its calls.
+    dead = {n for n, b in out.items() if b == NOTHING and n != ROOT}
+    while dead:
+        out = {n: _simplify(_map_refs(b, lambda r: NOTHING if r.name in dead else r)) for n, b in out.items() if n not in dead}
+        dead = {n for n, b in out.items() if b == NOTHING and n != ROOT}
+    return out
+
+
+# ----------------------------------------------------------------------------- 4. left recursion
+
+
+def _left_corners(e: Expr) -> set[str]:
+    """Rules that can be called before any byte is consumed (rules are non-nullable here)."""
+    if isinstance(e, Ref):
+        return {e.name}
+    if isinstance(e, Seq):
+        out: set[str] = set()
+        for i in e.items:
+            out |= _left_corners(i)
+            if not _nullable(i, set()):
+                break
+        return out
+    if isinstance(e, Alt):
+        return set().union(*(_left_corners(i) for i in e.items)) if e.items else set()
+    if isinstance(e, Repeat):
+        return _left_corners(e.expr) if e.max != 0 else set()
+    return set()
+
+
+def _split(e: Expr, x: str) -> tuple[Expr, Expr]:
+    """(R, N) with L(e) = x·R ∪ N where no string of N is led by a call of ``x``."""
+    if x not in _left_corners(e):
+        return NOTHING, e
+    if isinstance(e, Ref):
+        return EPSILON, NOTHING
+    if isinstance(e, Alt):
+        parts = [_split(i, x) for i in e.items]
+        return alt(*(r for r, _ in parts)), alt(*(n for _, n in parts))
+    if isinstance(e, Seq):
+        head, rest = e.items[0], seq(*e.items[1:])
+        r1, n1 = _split(head, x)
+        if not _nullable(head, set()):
+            return seq(r1, rest), seq(n1, rest)
+        r2, n2 = _split(rest, x)
+        return alt(seq(r1, rest), r2), alt(seq(_nonempty(n1), rest), n2)
+    if isinstance(e, Repeat):
+        tail = repeat(e.expr, max(e.min - 1, 0), None if e.max is None else e.max - 1)
+        r1, n1 = _split(seq(e.expr, tail), x)
+        return (r1, n1) if e.min >= 1 else (r1, alt(EPSILON, n1))
+    raise TypeError(f"not an IR node: {e!r}")
+
+
+def _sccs(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components (iterative Tarjan), in reverse topological order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in graph:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    out.append(comp)
+    return out
+
+
+def _eliminate_left_recursion(rules: dict[str, Expr]) -> dict[str, Expr]:
+    rules = dict(rules)
+    graph = {n: _left_corners(b) for n, b in rules.items()}
+    order = list(rules)
+    for comp in _sccs(graph):
+        if len(comp) == 1 and comp[0] not in graph[comp[0]]:
+            continue
+        group = sorted(comp, key=order.index)
+        for i, ai in enumerate(group):
+            for aj in group[:i]:
+                r, n = _split(rules[ai], aj)
+                if r != NOTHING:
+                    rules[ai] = alt(seq(rules[aj], r), n)
+            r, n = _split(rules[ai], ai)
+            if r != NOTHING:
+                rules[ai] = seq(n, star(r))
+    return rules
+
+
+# ----------------------------------------------------------------------------- 5. inlining
+
+
+def _size(e: Expr) -> int:
+    return sum(1 for _ in walk(e))
+
+
+def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
+    graph = {n: {r.name for r in refs_of(b)} for n, b in rules.items()}
+    recursive: set[str] = set()
+    for comp in _sccs(graph):
+        if len(comp) > 1 or comp[0] in graph[comp[0]]:
+            recursive.update(comp)
+    uses: dict[str, int] = {n: 0 for n in rules}
+    for b in rules.values():
+        for r in refs_of(b):
+            uses[r.name] += 1
+    inline = {
+        n for n in rules
+        if n != ROOT and n not in recursive and (uses[n] <= 1 or _size(rules[n]) <= _INLINE_MAX_NODES)
+    }
+    done: dict[str, Expr] = {}
+
+    def expand(name: str) -> Expr:
+        if name not in done:
+            done[name] = _simplify(_map_refs(rules[name], lambda r: expand(r.name) if r.name in inline else r))
+        return done[name]
+
+    kept = [n for n in rules if n not in inline]
+    out = {n: expand(n) for n in kept}
+    used = {ROOT}
+    todo = [ROOT]
+    while todo:
+        for r in refs_of(out[todo.pop()]):
+            if r.name not in used:
+                used.add(r.name)
+                todo.append(r.name)
+    return {n: b for n, b in out.items() if n in used}

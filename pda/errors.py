@@ -21,6 +21,7 @@ __all__ = [
     "ValidationError",
     "LimitExceededError",
     "TokenizerError",
+    "BitmaskError",
 ]
 
 
@@ -189,3 +190,7 @@ class LimitExceededError(PdaError, RuntimeError):
 
 class TokenizerError(PdaError, ValueError):
     """A tokenizer pda cannot read, or a token id outside the vocabulary."""
+
+
+class BitmaskError(PdaError, ValueError):
+    """A token bitmask or logits tensor of the wrong dtype, shape or device."""

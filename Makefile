@@ -1,0 +1,30 @@
+# make demo   validate every bundled sample against its bundled grammar
+# make test   run the whole test suite
+# make bench  validation throughput, pda beside xgrammar
+# Each creates .venv and installs the package (editable) with the pinned constraints when needed.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench clean-venv
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) -e '.[test]'
+	$(PIP) --no-deps xgrammar apache-tvm-ffi
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m pda demo
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_validate.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+int main(void) {
+    if (x > 1 { return 0; }
+}

@@ -25,7 +25,7 @@ from .normalize import ROOT, NormalGrammar
 
 __all__ = ["Automaton", "build_automaton", "DEFAULT_MAX_STATES"]
 
-DEFAULT_MAX_STATES = 1_000_000
+DEFAULT_MAX_STATES = 250_000
 
 
 @dataclass(eq=False)

@@ -8,6 +8,7 @@ that no edge of the rule tells apart share a class) plus one call symbol per cal
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from .errors import LimitExceededError
@@ -248,30 +249,13 @@ def _minimize(d: RuleDFA) -> RuleDFA:
     if not live[0]:
         return RuleDFA(d.bounds, [[-1] * (len(d.bounds) - 1)], [{}], [False])
 
-    block = [(1 if d.accept[s] else 0) if live[s] else -1 for s in range(n)]
-    nblocks = len({b for b in block if b >= 0})
-    while True:
-        sig_ids: dict[tuple, int] = {}
-        new_block = [-1] * n
-        for s in range(n):
-            if not live[s]:
-                continue
-            sig = (
-                block[s],
-                tuple(block[t] if t >= 0 else -1 for t in d.trans[s]),
-                tuple(sorted((r, block[t]) for r, t in d.calls[s].items() if live[t])),
-            )
-            new_block[s] = sig_ids.setdefault(sig, len(sig_ids))
-        block = new_block
-        if len(sig_ids) == nblocks:
-            break
-        nblocks = len(sig_ids)
+    block = _hopcroft(d, live)
     # renumber blocks so that the start state's block is 0, in BFS order
     order: dict[int, int] = {block[0]: 0}
     rep: dict[int, int] = {block[0]: 0}
-    queue = [0]
+    queue = deque([0])
     while queue:
-        s = queue.pop(0)
+        s = queue.popleft()
         targets = [t for t in d.trans[s] if t >= 0 and live[t]] + [t for t in d.calls[s].values() if live[t]]
         for t in targets:
             if block[t] not in order:
@@ -288,3 +272,67 @@ def _minimize(d: RuleDFA) -> RuleDFA:
         trans[i] = [order[block[t]] if t >= 0 and live[t] else -1 for t in d.trans[s]]
         calls[i] = {r: order[block[t]] for r, t in d.calls[s].items() if live[t]}
     return RuleDFA(d.bounds, trans, calls, accept)
+
+
+def _hopcroft(d: RuleDFA, live: list[bool]) -> list[int]:
+    """Hopcroft's partition refinement over byte classes and call symbols; dead states get -1.
+
+    Missing edges go to an implicit sink (index n), which is never equivalent to a live state.
+    """
+    n = len(d.trans)
+    nclasses = len(d.bounds) - 1
+    callees = sorted({r for calls in d.calls for r in calls})
+    nsym = nclasses + len(callees)
+    sink = n
+    # inverse edges per symbol: inv[sym][t] -> sources (sink included as a source of itself)
+    inv: list[dict[int, list[int]]] = [{} for _ in range(nsym)]
+    states = [q for q in range(n) if live[q]]
+    for q in states:
+        row = d.trans[q]
+        for c in range(nclasses):
+            t = row[c]
+            t = t if t >= 0 and live[t] else sink
+            inv[c].setdefault(t, []).append(q)
+        calls = d.calls[q]
+        for k, r in enumerate(callees):
+            t = calls.get(r, -1)
+            t = t if t >= 0 and live[t] else sink
+            inv[nclasses + k].setdefault(t, []).append(q)
+    for sym in range(nsym):
+        inv[sym].setdefault(sink, []).append(sink)
+    acc = [q for q in states if d.accept[q]]
+    rej = [q for q in states if not d.accept[q]] + [sink]
+    blocks: list[set[int]] = [set(b) for b in (acc, rej) if b]
+    block_of = [0] * (n + 1)
+    for i, b in enumerate(blocks):
+        for q in b:
+            block_of[q] = i
+    work: set[tuple[int, int]] = {(0, sym) for sym in range(nsym)} if len(blocks) == 2 else set()
+    if len(blocks) == 2 and len(blocks[1]) < len(blocks[0]):
+        work = {(1, sym) for sym in range(nsym)}
+    while work:
+        a, sym = work.pop()
+        pre: set[int] = set()
+        table = inv[sym]
+        for t in blocks[a]:
+            src = table.get(t)
+            if src:
+                pre.update(src)
+        touched: dict[int, set[int]] = {}
+        for q in pre:
+            touched.setdefault(block_of[q], set()).add(q)
+        for y, inside in touched.items():
+            whole = blocks[y]
+            if len(inside) == len(whole):
+                continue
+            whole.difference_update(inside)  # y keeps the rest: the cost is the size of `inside`
+            z = len(blocks)
+            blocks.append(inside)
+            for q in inside:
+                block_of[q] = z
+            for s2 in range(nsym):
+                if (y, s2) in work:
+                    work.add((z, s2))
+                else:
+                    work.add((z, s2) if len(inside) <= len(whole) else (y, s2))
+    return [block_of[q] if live[q] else -1 for q in range(n)]

@@ -124,11 +124,10 @@ def _check_productive(rules: dict[str, Expr], ir: GrammarIR) -> dict[str, Expr]:
             if name not in prod and _productive_expr(body, prod):
                 prod.add(name)
                 changed = True
-    for name, body in rules.items():
-        if name in prod or name == ROOT:
-            continue
-        if _has_nothing_by_construction(body):
-            continue  # the empty language on purpose (e.g. a JSON Schema `false`)
+    barren = [n for n, b in rules.items() if n not in prod and n != ROOT and not _has_nothing_by_construction(b)]
+    # blame a rule that needs itself again (a cycle among the barren rules), not one that merely calls it
+    culprits = [n for n in barren if _reaches_itself(n, rules, set(barren))] or barren
+    for name in culprits[:1]:
         line, col = ir.positions.get(name, (None, None))
         raise EmptyLanguageError(
             f'rule "{name}" derives no finite string (every alternative needs "{name}" or another such rule again)',
@@ -141,6 +140,19 @@ def _check_productive(rules: dict[str, Expr], ir: GrammarIR) -> dict[str, Expr]:
             source=ir.source, rule=ir.start,
         )
     return {n: _simplify(_subst_dead(b, prod)) for n, b in rules.items() if n in prod}
+
+
+def _reaches_itself(name: str, rules: dict[str, Expr], within: set[str]) -> bool:
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for r in refs_of(rules[todo.pop()]):
+            if r.name == name:
+                return True
+            if r.name in within and r.name not in seen:
+                seen.add(r.name)
+                todo.append(r.name)
+    return False
 
 
 def _has_nothing_by_construction(body: Expr) -> bool:

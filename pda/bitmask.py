@@ -252,3 +252,33 @@ def _triton_interpreting() -> bool:
 
 
 _TRITON: bool | None = None
+
+
+def _row_view_for_fill(bitmask: Any, index: int, words: int) -> tuple[Any, Any]:
+    """A numpy int32 row to write a mask into, and a function that commits it to ``bitmask``.
+
+    CPU tensors and numpy arrays are written in place (no copy); a CUDA row is written on the host
+    and copied over in one transfer when committed.
+    """
+    import numpy as np
+
+    if isinstance(bitmask, np.ndarray):
+        if bitmask.dtype != np.int32:
+            raise BitmaskError(f"bitmask must have dtype int32, got {bitmask.dtype}")
+        rows = bitmask.reshape(1, -1) if bitmask.ndim == 1 else bitmask
+    else:
+        rows = _check_bitmask(bitmask)
+        rows = rows.view(1, -1) if rows.dim() == 1 else rows
+    if rows.shape[-1] != words:
+        raise BitmaskError(
+            f"bitmask rows must have {words} int32 words (ceil(vocab_size / 32)) for this tokenizer, got "
+            f"{rows.shape[-1]}; allocate it with allocate_token_bitmask(batch, tokenizer_info.vocab_size)"
+        )
+    if not 0 <= index < rows.shape[0]:
+        raise BitmaskError(f"bitmask row index {index} is out of range for {rows.shape[0]} rows")
+    if isinstance(rows, np.ndarray):
+        return rows[index], lambda: None
+    if rows.device.type == "cpu":
+        return rows[index].numpy(), lambda: None
+    host = np.zeros(words, dtype=np.int32)
+    return host, lambda: rows[index].copy_(torch.from_numpy(host))

@@ -47,3 +47,219 @@ def run_simple_reference(trans, byte_class, simple, state, data, pos, end):  # t
             return pos, t, RUN_NEEDS_STACK
         s = t
     return pos, s, RUN_END_OF_INPUT
+
+
+# ----------------------------------------------------------------------------- token walks
+
+TOKEN_REJECTED = 0  # no path consumes the token
+TOKEN_ACCEPTED = 1  # a path consumes it inside the frame (or on the real stack, at run time)
+TOKEN_UNCERTAIN = 2  # only paths that leave the frame for some possible caller consume it
+TOKEN_OVERFLOW = 3  # the walk outgrew its buffers: decide another way
+
+_CAP = 256  # threads per depth
+_NODES = 1 << 14  # local stack nodes
+
+
+def make_workspace(max_token_len: int) -> tuple:
+    """Scratch arrays for :func:`walk_tokens` (one per thread of use; reused across calls)."""
+    d = max_token_len + 1
+    return (
+        np.empty((d, _CAP), np.int32), np.empty((d, _CAP), np.int32), np.empty((d, _CAP), np.int8),
+        np.zeros(d, np.int32), np.empty(_NODES, np.int32), np.empty(_NODES, np.int32), np.zeros(1, np.int64),
+        np.zeros(d, np.int64), np.empty(_CAP, np.int32), np.empty(_CAP, np.int32), np.empty(_CAP, np.int8),
+        np.empty(4 * _CAP, np.int32), np.empty(4 * _CAP, np.int32), np.empty(4 * _CAP, np.int8),
+    )
+
+
+@njit(cache=True, nogil=True)
+def _node(a_state, a_parent, n_nodes, lo, state, parent):
+    # hash-consing among the nodes made since `lo` (the current depth)
+    for k in range(lo, n_nodes[0]):
+        if a_state[k] == state and a_parent[k] == parent:
+            return k
+    k = n_nodes[0]
+    if k >= a_state.shape[0]:
+        return -2
+    a_state[k] = state
+    a_parent[k] = parent
+    n_nodes[0] = k + 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _closure(d, seeds_s, seeds_n, seeds_c, nseeds, st, nd, cx, cnt, a_state, a_parent, n_nodes, node_lo,
+             wl_s, wl_n, wl_c, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr,
+             ret_state, expand):
+    """Put the closure of the seed threads into set ``d``; False on overflow."""
+    cap = st.shape[1]
+    wcap = wl_s.shape[0]
+    w = 0
+    for i in range(nseeds):
+        wl_s[w] = seeds_s[i]
+        wl_n[w] = seeds_n[i]
+        wl_c[w] = seeds_c[i]
+        w += 1
+    cnt[d] = 0
+    while w > 0:
+        w -= 1
+        s = wl_s[w]
+        n = wl_n[w]
+        c = wl_c[w]
+        dup = False
+        for k in range(cnt[d]):
+            if st[d, k] == s and nd[d, k] == n and cx[d, k] == c:
+                dup = True
+                break
+        if dup:
+            continue
+        if cnt[d] >= cap:
+            return False
+        st[d, cnt[d]] = s
+        nd[d, cnt[d]] = n
+        cx[d, cnt[d]] = c
+        cnt[d] += 1
+        if is_end[s]:
+            if n >= 0:
+                if w >= wcap:
+                    return False
+                wl_s[w] = a_state[n]
+                wl_n[w] = a_parent[n]
+                wl_c[w] = c
+                w += 1
+            elif expand:
+                r = state_rule[s]
+                for e in range(ret_ptr[r], ret_ptr[r + 1]):
+                    if w >= wcap:
+                        return False
+                    wl_s[w] = ret_state[e]
+                    wl_n[w] = -1
+                    wl_c[w] = 1
+                    w += 1
+        for e in range(call_ptr[s], call_ptr[s + 1]):
+            k = _node(a_state, a_parent, n_nodes, node_lo, call_return[e], n)
+            if k < 0 or w >= wcap:
+                return False
+            wl_s[w] = rule_start[call_rule[e]]
+            wl_n[w] = k
+            wl_c[w] = c
+            w += 1
+    return True
+
+
+@njit(cache=True, nogil=True)
+def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rule_start, state_rule,
+                ret_ptr, ret_state, simple, data, offsets, cand, start_state, stack, expand, out, ws):
+    """Classify the sorted tokens ``cand`` (ascending sorted-trie indices) from one top.
+
+    The walk starts at ``start_state`` over ``stack`` (return states, bottom first; empty for a
+    bare frame).  With ``expand`` (precompute), popping below the frame continues at every return
+    site of the rule ("context expansion") as a context thread.  ``out[j]`` gets a TOKEN_* code.
+    Tokens share the work of their common prefix; a prefix that dies rejects every token that
+    starts with it without further work.  ``ws`` is a :func:`make_workspace` tuple.
+    """
+    st, nd, cx, cnt, a_state, a_parent, n_nodes, a_top, seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c = ws
+    if stack.shape[0] > a_state.shape[0] // 2:
+        for j in range(cand.shape[0]):
+            out[j] = TOKEN_OVERFLOW
+        return
+    top = -1
+    for k in range(stack.shape[0]):
+        a_state[k] = stack[k]
+        a_parent[k] = top
+        top = k
+    n_nodes[0] = stack.shape[0]
+    seeds_s[0] = start_state
+    seeds_n[0] = top
+    seeds_c[0] = 0
+    ok0 = _closure(0, seeds_s, seeds_n, seeds_c, 1, st, nd, cx, cnt, a_state, a_parent, n_nodes, n_nodes[0],
+                   wl_s, wl_n, wl_c, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr,
+                   ret_state, expand)
+    if not ok0:
+        for j in range(cand.shape[0]):
+            out[j] = TOKEN_OVERFLOW
+        return
+    a_top[0] = n_nodes[0]
+    valid = 0  # depths 0..valid hold the sets of the previous token's prefix
+    dead_at = -1  # the previous token's prefix of this length (>0) died
+    over_at = -1  # ... or overflowed
+    prev = -1
+    for j in range(cand.shape[0]):
+        i = cand[j]
+        a = offsets[i]
+        ln = offsets[i + 1] - a
+        common = 0
+        if prev >= 0:
+            pa = offsets[prev]
+            lim = min(ln, offsets[prev + 1] - pa)
+            while common < lim and data[a + common] == data[pa + common]:
+                common += 1
+        prev = i
+        if dead_at > 0 and common >= dead_at:
+            out[j] = TOKEN_REJECTED
+            continue
+        if over_at > 0 and common >= over_at:
+            out[j] = TOKEN_OVERFLOW
+            continue
+        dead_at = -1
+        over_at = -1
+        d = min(common, valid)
+        n_nodes[0] = a_top[d]
+        result = -1
+        while d < ln:
+            b = byte_class[data[a + d]]
+            if cnt[d] == 1:
+                # one thread: a step into a simple state needs no closure
+                t = trans[st[d, 0], b]
+                if t < 0:
+                    dead_at = d + 1
+                    valid = d
+                    result = TOKEN_REJECTED
+                    break
+                if simple[t]:
+                    st[d + 1, 0] = t
+                    nd[d + 1, 0] = nd[d, 0]
+                    cx[d + 1, 0] = cx[d, 0]
+                    cnt[d + 1] = 1
+                    d += 1
+                    a_top[d] = n_nodes[0]
+                    continue
+            ns = 0
+            for k in range(cnt[d]):
+                t = trans[st[d, k], b]
+                if t >= 0:
+                    seeds_s[ns] = t
+                    seeds_n[ns] = nd[d, k]
+                    seeds_c[ns] = cx[d, k]
+                    ns += 1
+            if ns == 0:
+                dead_at = d + 1
+                valid = d
+                result = TOKEN_REJECTED
+                break
+            ok = _closure(d + 1, seeds_s, seeds_n, seeds_c, ns, st, nd, cx, cnt, a_state, a_parent, n_nodes,
+                          n_nodes[0], wl_s, wl_n, wl_c, is_end, call_ptr, call_rule, call_return, rule_start,
+                          state_rule, ret_ptr, ret_state, expand)
+            if not ok:
+                over_at = d + 1
+                valid = d
+                result = TOKEN_OVERFLOW
+                break
+            d += 1
+            a_top[d] = n_nodes[0]
+        if result < 0:
+            valid = ln
+            result = TOKEN_REJECTED
+            for k in range(cnt[ln]):
+                if cx[ln, k] == 0:
+                    result = TOKEN_ACCEPTED
+                    break
+                result = TOKEN_UNCERTAIN
+        out[j] = result
+
+
+@njit(cache=True, nogil=True)
+def set_bits(words, ids):
+    """``words[id >> 5] |= 1 << (id & 31)`` for every id (an int32 bitmask row)."""
+    for k in range(ids.shape[0]):
+        t = ids[k]
+        words[t >> 5] |= np.int32(1 << (t & 31)) if (t & 31) != 31 else np.int32(-2147483648)

@@ -16,15 +16,21 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .automaton import Automaton
 from .errors import ValidationError
-from .kernels import RUN_FAILED, RUN_NEEDS_STACK, run_simple
+from .kernels import (
+    RUN_FAILED, RUN_NEEDS_STACK, TOKEN_ACCEPTED, TOKEN_OVERFLOW, make_workspace, run_simple, set_bits, walk_tokens,
+)
 from .stack import BOTTOM, StackArena
 
-__all__ = ["Config", "Walker", "ByteMatcher"]
+if TYPE_CHECKING:
+    from .compiler import CompiledGrammar
+
+__all__ = ["Config", "Walker", "ByteMatcher", "GrammarMatcher"]
 
 
 @dataclass(frozen=True)
@@ -238,3 +244,233 @@ def validate_bytes(walker: Walker, data: bytes, *, prefix: bool) -> ValidationEr
     if prefix or cfg.accepting:
         return None
     return ValidationError(data, pos, walker.expected(cfg), incomplete=True)
+
+
+# ----------------------------------------------------------------------------- token-level matching
+
+_MAX_STACK_PATHS = 64  # linear stacks enumerated per top before falling back to the byte walker
+_MAX_JUMP = 4096
+
+
+class GrammarMatcher:
+    """Token masks and token acceptance for one generated sequence (see DESIGN.md, Token masks).
+
+    Methods that change the matcher's state: ``accept_token``, ``accept_string``, ``rollback``,
+    ``reset``.  Everything else only reads it.  A refused token or string returns False and changes
+    nothing; after termination (a stop token accepted) only ``rollback`` and ``reset`` change it.
+    """
+
+    def __init__(
+        self, compiled: CompiledGrammar, *, stop_token_ids: list[int] | int | None = None,
+        terminate_without_stop_token: bool = False, max_rollback_tokens: int | None = None,
+    ) -> None:
+        self._compiled = compiled
+        grammar = compiled.grammar
+        self._walker = Walker(grammar.automaton, StackArena(grammar.max_stack_depth))
+        tok = compiled.tokenizer_info
+        if stop_token_ids is None:
+            stops = list(tok.stop_token_ids)
+        elif isinstance(stop_token_ids, int):
+            stops = [stop_token_ids]
+        else:
+            stops = list(stop_token_ids)
+        for t in stops:
+            if not 0 <= t < tok.vocab_size:
+                raise ValueError(f"stop token id {t} is outside the vocabulary (size {tok.vocab_size})")
+        self._stops = np.array(sorted(set(stops)), dtype=np.int32)
+        self._stop_set = frozenset(stops)
+        self._terminate_without_stop = terminate_without_stop_token
+        self._max_rollback = max_rollback_tokens
+        self._token_bytes = tok.token_bytes
+        self._vocab_size = tok.vocab_size
+        self._unc_cache: dict[tuple[int, frozenset[int]], np.ndarray] = {}
+        self._ws: tuple | None = None  # kernel scratch arrays, made on first use
+        self._history: list[tuple[Config, bool]] = [(self._walker.initial(), False)]
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def _cfg(self) -> Config:
+        return self._history[-1][0]
+
+    def is_terminated(self) -> bool:
+        """True after a stop token was accepted (or, with ``terminate_without_stop_token``, once the
+        text is complete and nothing more can follow)."""
+        cfg, stopped = self._history[-1]
+        return stopped or (self._terminate_without_stop and cfg.accepting and not cfg.tops)
+
+    def is_completed(self) -> bool:
+        """True when the text so far is a whole sentence (a stop token would be accepted)."""
+        return self._cfg.accepting
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens accepted and still in the rollback history."""
+        return len(self._history) - 1
+
+    def _push(self, cfg: Config, stopped: bool) -> None:
+        self._history.append((cfg, stopped))
+        if self._max_rollback is not None and len(self._history) > self._max_rollback + 1:
+            del self._history[: len(self._history) - self._max_rollback - 1]
+
+    def accept_token(self, token_id: int) -> bool:
+        """Accept one token if the grammar allows it here (changes state only then)."""
+        if self.is_terminated():
+            return False
+        if token_id in self._stop_set:
+            if not self._cfg.accepting:
+                return False
+            self._push(self._cfg, True)
+            return True
+        if not 0 <= token_id < self._vocab_size:
+            return False
+        data = self._token_bytes[token_id] if token_id < len(self._token_bytes) else b""
+        if not data:
+            return False
+        arr = np.frombuffer(data, dtype=np.uint8)
+        cfg, pos = self._walker.run(self._cfg, arr, 0, len(arr))
+        if pos < len(arr):
+            return False
+        self._push(cfg, False)
+        return True
+
+    def accept_string(self, text: str | bytes) -> bool:
+        """Accept the bytes of ``text`` as one step (counts as one token for ``rollback``)."""
+        if self.is_terminated():
+            return False
+        arr = np.frombuffer(as_bytes(text), dtype=np.uint8)
+        cfg, pos = self._walker.run(self._cfg, arr, 0, len(arr))
+        if pos < len(arr):
+            return False
+        self._push(cfg, False)
+        return True
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (stop tokens included)."""
+        if not 0 <= num_tokens <= len(self._history) - 1:
+            raise ValueError(f"cannot roll back {num_tokens} tokens: {len(self._history) - 1} in the history")
+        if num_tokens:
+            del self._history[-num_tokens:]
+
+    def reset(self) -> None:
+        """Back to the start of the grammar, with an empty history."""
+        del self._history[1:]
+        if not self._history or self._history[0][0] is None:
+            self._history = [(self._walker.initial(), False)]
+        elif self.num_tokens == 0 and self._max_rollback is not None:
+            self._history = [(self._walker.initial(), False)]
+
+    def fork(self) -> GrammarMatcher:
+        """An independent copy (for beam search or parallel sampling); shares read-only data."""
+        other = object.__new__(GrammarMatcher)
+        other.__dict__.update(self.__dict__)
+        other._history = list(self._history)
+        other._ws = None  # scratch arrays are never shared (forks may run in other threads)
+        return other
+
+    # ------------------------------------------------------------------ masks
+
+    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:  # type: ignore[no-untyped-def]
+        """Write the allowed tokens into row ``index`` of ``bitmask`` (int32, ceil(vocab/32) words;
+        a torch tensor or a numpy array).  Reads the state only.  Returns True (a mask to apply)."""
+        from .bitmask import _row_view_for_fill  # lazy: torch
+
+        row, commit = _row_view_for_fill(bitmask, index, self._compiled.classes.words)
+        self._fill_row(row)
+        commit()
+        return True
+
+    def next_token_mask(self) -> np.ndarray:
+        """The allowed tokens as a fresh int32 bitmask row (numpy)."""
+        row = np.zeros(self._compiled.classes.words, dtype=np.int32)
+        self._fill_row(row)
+        return row
+
+    def _fill_row(self, row: np.ndarray) -> None:
+        row[:] = 0
+        cfg, stopped = self._history[-1]
+        if stopped or (self._terminate_without_stop and cfg.accepting and not cfg.tops):
+            return
+        classes = self._compiled.classes.by_state
+        order = self._compiled.trie.order
+        for s, parents in cfg.tops:
+            c = classes[s]
+            c.or_accepted_into(row)
+            if c.uncertain.shape[0]:
+                ids = self._uncertain_survivors(s, parents, c.uncertain, order)
+                if ids.shape[0]:
+                    set_bits(row, ids)
+        if cfg.accepting and self._stops.shape[0]:
+            set_bits(row, self._stops)
+
+    def _uncertain_survivors(self, s: int, parents: frozenset[int], unc: np.ndarray, order: np.ndarray) -> np.ndarray:
+        key = (s, parents)
+        got = self._unc_cache.get(key)
+        if got is not None:
+            return got
+        comp = self._compiled
+        paths = self._stack_paths(parents)
+        ok = np.zeros(unc.shape[0], dtype=np.bool_)
+        out = np.empty(unc.shape[0], dtype=np.int8)
+        fallback = paths is None
+        if self._ws is None:
+            self._ws = make_workspace(comp.max_token_length)
+        for path in paths or ():
+            walk_tokens(*comp.kernel_args, comp.trie.data, comp.trie.offsets, unc, s, path, False, out, self._ws)
+            ok |= out == TOKEN_ACCEPTED
+            if (out == TOKEN_OVERFLOW).any():
+                fallback = True
+        if fallback:  # exotic stacks: decide the undecided tokens with the byte walker
+            start = Config(((s, parents),), False)
+            data, offsets = comp.trie.data, comp.trie.offsets
+            for j in np.flatnonzero(~ok).tolist():
+                i = unc[j]
+                arr = data[offsets[i]:offsets[i + 1]]
+                _, pos = self._walker.run(start, arr, 0, len(arr))
+                ok[j] = pos == len(arr)
+        ids = order[unc[ok]].astype(np.int32)
+        if len(self._unc_cache) > 4096:
+            self._unc_cache.clear()
+        self._unc_cache[key] = ids
+        return ids
+
+    def _stack_paths(self, parents: frozenset[int]) -> list[np.ndarray] | None:
+        """Every linear stack (return states, bottom first) below a top; None when too many."""
+        arena = self._walker.arena
+        paths: list[list[int]] = []
+        todo: list[tuple[frozenset[int], list[int]]] = [(parents, [])]
+        while todo:
+            ps, above = todo.pop()
+            for p in ps:
+                if p == BOTTOM:
+                    paths.append(above[::-1])
+                else:
+                    todo.append((arena.parents[p], above + [arena.state[p]]))
+                if len(paths) + len(todo) > _MAX_STACK_PATHS:
+                    return None
+        return [np.array(p, dtype=np.int32) for p in paths]
+
+    # ------------------------------------------------------------------ jump forward
+
+    def find_jump_forward_string(self) -> str:
+        """The longest text the grammar forces from here (reads the state only).
+
+        Stops where more than one byte could follow, or where the text could end; returns only
+        whole UTF-8 characters."""
+        if self.is_terminated():
+            return ""
+        cfg = self._cfg
+        out = bytearray()
+        while not cfg.accepting and len(out) < _MAX_JUMP:
+            nxt = self._walker.expected(cfg)
+            if len(nxt) != 1:
+                break
+            out.append(nxt[0])
+            cfg = self._walker.step(cfg, nxt[0])
+        text = bytes(out)
+        for cut in range(len(text), max(len(text) - 4, -1), -1):
+            try:
+                return text[:cut].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+        return ""

@@ -1,0 +1,147 @@
+"""GrammarCompiler: grammars compiled against one tokenizer, with precomputed token classes."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Callable
+
+import xxhash
+
+from .automaton import DEFAULT_MAX_STATES
+from .grammar import Grammar
+from .precompute import TokenClasses, kernel_args, max_token_length, precompute_classes, return_sites
+from .stack import DEFAULT_MAX_STACK_DEPTH
+from .tokenizer import TokenizerInfo
+
+__all__ = ["GrammarCompiler", "CompiledGrammar"]
+
+_PROGRESS_AFTER_S = 2.0
+
+
+class CompiledGrammar:
+    """A grammar, a tokenizer, and the token classes of every automaton state.  Immutable; share it
+    between any number of :class:`~pda.matcher.GrammarMatcher` objects and threads."""
+
+    def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo, classes: TokenClasses, seconds: float) -> None:
+        self.grammar = grammar
+        self.tokenizer_info = tokenizer_info
+        self.classes = classes
+        self.compile_seconds = seconds
+        self.trie = tokenizer_info.trie
+        self.kernel_args = kernel_args(grammar.automaton, return_sites(grammar.automaton))
+        self.max_token_length = max_token_length(self.trie)
+
+    @property
+    def num_states(self) -> int:
+        return self.grammar.automaton.num_states
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes held by the automaton arrays and the token classes."""
+        return self.grammar.automaton.nbytes + self.classes.nbytes
+
+    def class_sizes(self) -> dict[str, int]:
+        """Totals over all states: accepted, uncertain and rejected (state, token) pairs."""
+        n = self.trie.order.shape[0]
+        acc = sum(c.num_accepted for c in self.classes.by_state.values())
+        unc = sum(int(c.uncertain.shape[0]) for c in self.classes.by_state.values())
+        return {"states": len(self.classes.by_state), "accepted": acc, "uncertain": unc,
+                "rejected": n * len(self.classes.by_state) - acc - unc}
+
+    def __repr__(self) -> str:
+        return (f"<pda.CompiledGrammar states={self.num_states} memory={self.memory_bytes / 1e6:.1f} MB "
+                f"compile={self.compile_seconds:.2f}s {self.class_sizes()}>")
+
+
+class GrammarCompiler:
+    """Compiles grammars for one tokenizer.  With ``cache=True`` the same grammar, options and
+    tokenizer give the same :class:`CompiledGrammar` object; when several threads ask for one key at
+    once, it is compiled once and the others wait for it."""
+
+    def __init__(self, tokenizer_info: TokenizerInfo, *, cache: bool = True, max_states: int = DEFAULT_MAX_STATES,
+                 max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH) -> None:
+        if not isinstance(tokenizer_info, TokenizerInfo):
+            raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
+        self.tokenizer_info = tokenizer_info
+        self._options = {"max_states": max_states, "max_stack_depth": max_stack_depth}
+        self._cache_enabled = cache
+        self._cache: dict[str, Future[CompiledGrammar]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ public
+
+    def compile_grammar(self, grammar: str | Grammar, *, start: str = "root") -> CompiledGrammar:
+        """A GBNF/EBNF grammar text (or an already built :class:`~pda.Grammar`)."""
+        if isinstance(grammar, Grammar):
+            key = "grammar:" + grammar.to_ebnf(normalized=True)
+            return self._get(key, lambda: grammar)
+        return self._get(f"ebnf:{start}:{grammar}", lambda: Grammar.from_ebnf(grammar, start=start, **self._options))
+
+    def compile_lark(self, text: str, *, start: str = "start") -> CompiledGrammar:
+        return self._get(f"lark:{start}:{text}", lambda: Grammar.from_lark(text, start=start, **self._options))
+
+    def compile_regex(self, pattern: str) -> CompiledGrammar:
+        return self._get(f"regex:{pattern}", lambda: Grammar.from_regex(pattern, **self._options))
+
+    def compile_builtin_json(self) -> CompiledGrammar:
+        """Any JSON value (the bundled ``json.gbnf``)."""
+        from pda.grammars import path
+
+        text = path("json").read_text(encoding="utf-8")
+        return self.compile_grammar(text)
+
+    def compile_json_schema(self, schema: Any, **options: Any) -> CompiledGrammar:
+        """A JSON Schema (string, dict, or pydantic model); options as :func:`pda.Grammar.from_json_schema`."""
+        import json
+
+        text = schema if isinstance(schema, str) else json.dumps(
+            schema.model_json_schema() if hasattr(schema, "model_json_schema") else schema, sort_keys=True)
+        key = f"schema:{text}:{sorted(options.items())!r}"
+        return self._get(key, lambda: Grammar.from_json_schema(schema, **options, **self._options))
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    # ------------------------------------------------------------------ internals
+
+    def _get(self, text_key: str, build: Callable[[], Grammar]) -> CompiledGrammar:
+        key = xxhash.xxh3_128_hexdigest(f"{text_key}\x00{sorted(self._options.items())!r}\x00"
+                                        f"{self.tokenizer_info.fingerprint}".encode())
+        if not self._cache_enabled:
+            return self._compile(build)
+        with self._lock:
+            fut = self._cache.get(key)
+            owner = fut is None
+            if owner:
+                fut = self._cache[key] = Future()
+        if not owner:
+            return fut.result()  # type: ignore[union-attr]
+        try:
+            compiled = self._compile(build)
+        except BaseException as exc:
+            with self._lock:
+                self._cache.pop(key, None)  # a failed compile is not cached
+            fut.set_exception(exc)  # type: ignore[union-attr]
+            raise
+        fut.set_result(compiled)  # type: ignore[union-attr]
+        return compiled
+
+    def _compile(self, build: Callable[[], Grammar]) -> CompiledGrammar:
+        t0 = time.perf_counter()
+        grammar = build()
+        shown = [False]
+
+        def progress(done: int, total: int) -> None:
+            if time.perf_counter() - t0 > _PROGRESS_AFTER_S and sys.stderr.isatty():
+                shown[0] = True
+                sys.stderr.write(f"\rpda: token classes {done}/{total} states")
+                sys.stderr.flush()
+
+        classes = precompute_classes(grammar.automaton, self.tokenizer_info, progress)
+        if shown[0]:
+            sys.stderr.write("\n")
+        return CompiledGrammar(grammar, self.tokenizer_info, classes, time.perf_counter() - t0)

@@ -15,7 +15,6 @@ left recursion is gone, the pushes form a DAG: each top's parent set is final be
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,17 +32,36 @@ if TYPE_CHECKING:
 __all__ = ["Config", "Walker", "ByteMatcher", "GrammarMatcher"]
 
 
-@dataclass(frozen=True)
 class Config:
-    """Tops that can read a byte (state -> parents) and whether the text is a complete sentence."""
+    """Tops that can read a byte (state -> parents) and whether the text is a complete sentence.
 
-    tops: tuple[tuple[int, frozenset[int]], ...]
-    accepting: bool
+    Immutable and hashable (the hash is computed once), so steps can be memoised."""
+
+    __slots__ = ("tops", "accepting", "_hash")
+
+    def __init__(self, tops: tuple[tuple[int, frozenset[int]], ...], accepting: bool) -> None:
+        self.tops = tops
+        self.accepting = accepting
+        self._hash = hash((tops, accepting))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return (self is other or isinstance(other, Config) and self._hash == other._hash
+                and self.tops == other.tops and self.accepting == other.accepting)
+
+    def __repr__(self) -> str:
+        return f"Config(tops={self.tops!r}, accepting={self.accepting})"
 
     @property
     def alive(self) -> bool:
         """True when the text so far can still be extended or is complete."""
         return bool(self.tops) or self.accepting
+
+
+_DEAD = Config((), False)
+_MEMO_LIMIT = 200_000
 
 
 class Walker:
@@ -61,6 +79,7 @@ class Walker:
         self._starts = aut.rule_start.tolist()
         self._rows = aut.trans.tolist()
         self._simple = aut.simple
+        self._memo: dict[tuple[Config, int], Config] = {}
 
     def initial(self) -> Config:
         return self.closure({self._starts[0]: {BOTTOM}})
@@ -113,21 +132,28 @@ class Walker:
         return Config(tuple(sorted((s, frozenset(p)) for s, p in tops.items() if has_bytes[s])), accepting)
 
     def step(self, cfg: Config, byte: int) -> Config:
-        """The configuration after one more byte (dead when no top can read it)."""
+        """The configuration after one more byte (dead when no top can read it).  Memoised per
+        (configuration, byte class): texts revisit the same configurations all the time."""
         c = self._cls[byte]
+        key = (cfg, c)
+        got = self._memo.get(key)
+        if got is not None:
+            return got
         rows = self._rows
         nxt: dict[int, set[int]] = {}
         for s, parents in cfg.tops:
             t = rows[s][c]
             if t >= 0:
-                got = nxt.get(t)
-                if got is None:
+                have = nxt.get(t)
+                if have is None:
                     nxt[t] = set(parents)
                 else:
-                    got |= parents
-        if not nxt:
-            return Config((), False)
-        return self.closure(nxt)
+                    have |= parents
+        got = self.closure(nxt) if nxt else _DEAD
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[key] = got
+        return got
 
     def run(self, cfg: Config, data: np.ndarray, pos: int, end: int) -> tuple[Config, int]:
         """Feed ``data[pos:end]``; returns (config, position reached).  Stops at the first dead byte:

@@ -15,6 +15,9 @@ uncertain tokens as sorted-trie indices, checked at run time against the real st
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,27 +86,46 @@ def kernel_args(aut: Automaton, rets: tuple[np.ndarray, np.ndarray]) -> tuple:
             aut.state_rule, rets[0], rets[1], aut.simple)
 
 
-def precompute_classes(aut: Automaton, tok: TokenizerInfo, progress=None) -> TokenClasses:  # type: ignore[no-untyped-def]
-    """Classify every normal token for every state that can be a top."""
+def precompute_classes(aut: Automaton, tok: TokenizerInfo, progress=None, *,  # type: ignore[no-untyped-def]
+                       threads: int | None = None) -> TokenClasses:
+    """Classify every normal token for every state that can be a top.
+
+    States are shared out among ``threads`` worker threads (default: the CPU count, at most 8);
+    the kernel releases the GIL, so they run in parallel."""
     trie = tok.trie
     words = (tok.vocab_size + 31) // 32
     args = kernel_args(aut, return_sites(aut))
     all_idx = np.arange(trie.order.shape[0], dtype=np.int32)
     empty_stack = np.zeros(0, dtype=np.int32)
-    out = np.empty(all_idx.shape[0], dtype=np.int8)
-    ws = make_workspace(max_token_length(trie))
-    by_state: dict[int, StateClasses] = {}
+    maxlen = max_token_length(trie)
     states = np.flatnonzero(aut.has_bytes).tolist()
-    for k, s in enumerate(states):
-        walk_tokens(*args, trie.data, trie.offsets, all_idx, s, empty_stack, True, out, ws)
-        acc = trie.order[out == TOKEN_ACCEPTED]
-        unc = all_idx[(out == TOKEN_UNCERTAIN) | (out == TOKEN_OVERFLOW)]
-        if acc.shape[0] > words:
-            bits = np.zeros(words, dtype=np.int32)
-            set_bits(bits, acc.astype(np.int32))
-            by_state[s] = StateClasses(None, bits, unc)
-        else:
-            by_state[s] = StateClasses(np.sort(acc).astype(np.int32), None, unc)
-        if progress is not None:
-            progress(k + 1, len(states))
+    by_state: dict[int, StateClasses] = {}
+    lock = threading.Lock()
+    done = [0]
+
+    def work(chunk: list[int]) -> None:
+        ws = make_workspace(maxlen)
+        out = np.empty(all_idx.shape[0], dtype=np.int8)
+        for s in chunk:
+            walk_tokens(*args, trie.data, trie.offsets, all_idx, s, empty_stack, True, out, ws)
+            acc = trie.order[out == TOKEN_ACCEPTED]
+            unc = all_idx[(out == TOKEN_UNCERTAIN) | (out == TOKEN_OVERFLOW)]
+            if acc.shape[0] > words:
+                bits = np.zeros(words, dtype=np.int32)
+                set_bits(bits, acc.astype(np.int32))
+                cls = StateClasses(None, bits, unc)
+            else:
+                cls = StateClasses(np.sort(acc).astype(np.int32), None, unc)
+            with lock:
+                by_state[s] = cls
+                done[0] += 1
+                if progress is not None:
+                    progress(done[0], len(states))
+
+    n = max(1, min(threads or os.cpu_count() or 1, 8, len(states)))
+    if n == 1:
+        work(states)
+    else:
+        with ThreadPoolExecutor(n) as pool:
+            list(pool.map(work, [states[k::n] for k in range(n)]))
     return TokenClasses(by_state, words)

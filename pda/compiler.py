@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-import threading
 import time
-from concurrent.futures import Future
 from typing import Any, Callable
 
 import xxhash
+
+from pda.cache.compile_cache import DEFAULT_MAX_BYTES, CompileCache
 
 from .automaton import DEFAULT_MAX_STATES
 from .grammar import Grammar
@@ -62,14 +62,12 @@ class GrammarCompiler:
     once, it is compiled once and the others wait for it."""
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache: bool = True, max_states: int = DEFAULT_MAX_STATES,
-                 max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH) -> None:
+                 max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
         self.tokenizer_info = tokenizer_info
         self._options = {"max_states": max_states, "max_stack_depth": max_stack_depth}
-        self._cache_enabled = cache
-        self._cache: dict[str, Future[CompiledGrammar]] = {}
-        self._lock = threading.Lock()
+        self._cache: CompileCache[CompiledGrammar] | None = CompileCache(cache_max_bytes) if cache else None
 
     # ------------------------------------------------------------------ public
 
@@ -103,7 +101,7 @@ class GrammarCompiler:
         return self._get(key, lambda: Grammar.from_json_schema(schema, **options, **self._options))
 
     def clear_cache(self) -> None:
-        with self._lock:
+        if self._cache is not None:
             self._cache.clear()
 
     # ------------------------------------------------------------------ internals
@@ -111,24 +109,9 @@ class GrammarCompiler:
     def _get(self, text_key: str, build: Callable[[], Grammar]) -> CompiledGrammar:
         key = xxhash.xxh3_128_hexdigest(f"{text_key}\x00{sorted(self._options.items())!r}\x00"
                                         f"{self.tokenizer_info.fingerprint}".encode())
-        if not self._cache_enabled:
+        if self._cache is None:
             return self._compile(build)
-        with self._lock:
-            fut = self._cache.get(key)
-            owner = fut is None
-            if owner:
-                fut = self._cache[key] = Future()
-        if not owner:
-            return fut.result()  # type: ignore[union-attr]
-        try:
-            compiled = self._compile(build)
-        except BaseException as exc:
-            with self._lock:
-                self._cache.pop(key, None)  # a failed compile is not cached
-            fut.set_exception(exc)  # type: ignore[union-attr]
-            raise
-        fut.set_result(compiled)  # type: ignore[union-attr]
-        return compiled
+        return self._cache.get(key, lambda: self._compile(build), lambda c: c.memory_bytes)
 
     def _compile(self, build: Callable[[], Grammar]) -> CompiledGrammar:
         t0 = time.perf_counter()

@@ -320,14 +320,19 @@ class GrammarMatcher:
         return self._history[-1][0]
 
     def is_terminated(self) -> bool:
-        """True after a stop token was accepted (or, with ``terminate_without_stop_token``, once the
-        text is complete and nothing more can follow)."""
+        """True after a stop token was accepted; with ``terminate_without_stop_token``, as soon as
+        the text is a complete sentence (as xgrammar does)."""
         cfg, stopped = self._history[-1]
-        return stopped or (self._terminate_without_stop and cfg.accepting and not cfg.tops)
+        return stopped or (self._terminate_without_stop and cfg.accepting)
 
     def is_completed(self) -> bool:
         """True when the text so far is a whole sentence (a stop token would be accepted)."""
         return self._cfg.accepting
+
+    @property
+    def stop_token_ids(self) -> tuple[int, ...]:
+        """The tokens that end the text (allowed exactly when it is complete)."""
+        return tuple(self._stops.tolist())
 
     @property
     def num_tokens(self) -> int:
@@ -415,7 +420,7 @@ class GrammarMatcher:
     def _fill_row(self, row: np.ndarray) -> None:
         row[:] = 0
         cfg, stopped = self._history[-1]
-        if stopped or (self._terminate_without_stop and cfg.accepting and not cfg.tops):
+        if stopped or (self._terminate_without_stop and cfg.accepting):
             return
         classes = self._compiled.classes.by_state
         order = self._compiled.trie.order

@@ -1,0 +1,1 @@
+"""Adapters for inference frameworks (imported on demand; none is imported by ``import pda``)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import LimitExceededError
 from .ir import Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq
@@ -23,7 +24,8 @@ def _encode(cp: int) -> bytes:
     return chr(cp).encode("utf-8", "surrogatepass")
 
 
-def utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
+@lru_cache(maxsize=4096)
+def utf8_sequences(lo: int, hi: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     """Byte-range sequences whose union is the UTF-8 encodings of code points ``lo..hi``.
 
     Surrogates (U+D800..U+DFFF) are left out.  Each sequence is a list of inclusive byte ranges,
@@ -35,7 +37,7 @@ def utf8_sequences(lo: int, hi: int) -> list[list[tuple[int, int]]]:
             x, y = max(a, blo), min(b, bhi)
             if x <= y:
                 _split_same_length(x, y, out)
-    return out
+    return tuple(tuple(seq) for seq in out)
 
 
 def _split_same_length(a: int, b: int, out: list[list[tuple[int, int]]]) -> None:
@@ -88,13 +90,20 @@ class _NFA:
             for lo, hi in e.ranges:
                 self.edges[s].append((lo, hi, t))
         elif isinstance(e, CharClass):
+            # sequences that end alike share their tail states (a suffix trie into t)
+            tails: dict[tuple[tuple[int, int], ...], int] = {(): t}
+
+            def tail(rest: tuple[tuple[int, int], ...]) -> int:
+                got = tails.get(rest)
+                if got is None:
+                    got = tails[rest] = self.new()
+                    self.edges[got].append((rest[0][0], rest[0][1], tail(rest[1:])))
+                return got
+
             for lo, hi in e.ranges:
                 for sequence in utf8_sequences(lo, hi):
-                    cur = s
-                    for i, (blo, bhi) in enumerate(sequence):
-                        nxt = t if i == len(sequence) - 1 else self.new()
-                        self.edges[cur].append((blo, bhi, nxt))
-                        cur = nxt
+                    blo, bhi = sequence[0]
+                    self.edges[s].append((blo, bhi, tail(sequence[1:])))
         elif isinstance(e, Seq):
             cur = s
             for i, item in enumerate(e.items):
@@ -277,50 +286,43 @@ def _minimize(d: RuleDFA) -> RuleDFA:
 def _hopcroft(d: RuleDFA, live: list[bool]) -> list[int]:
     """Hopcroft's partition refinement over byte classes and call symbols; dead states get -1.
 
-    Missing edges go to an implicit sink (index n), which is never equivalent to a live state.
+    The DFA is partial (a missing edge is -1) and is refined as such, with no sink state: both
+    initial blocks start on the work list, and preimages only follow edges that exist, so the work
+    is O(edges · log states) however many edges are missing.
     """
     n = len(d.trans)
     nclasses = len(d.bounds) - 1
     callees = sorted({r for calls in d.calls for r in calls})
+    call_sym = {r: nclasses + k for k, r in enumerate(callees)}
     nsym = nclasses + len(callees)
-    sink = n
-    # inverse edges per symbol: inv[sym][t] -> sources (sink included as a source of itself)
+    # inverse edges per symbol: inv[sym][t] -> sources
     inv: list[dict[int, list[int]]] = [{} for _ in range(nsym)]
     states = [q for q in range(n) if live[q]]
     for q in states:
-        row = d.trans[q]
-        for c in range(nclasses):
-            t = row[c]
-            t = t if t >= 0 and live[t] else sink
-            inv[c].setdefault(t, []).append(q)
-        calls = d.calls[q]
-        for k, r in enumerate(callees):
-            t = calls.get(r, -1)
-            t = t if t >= 0 and live[t] else sink
-            inv[nclasses + k].setdefault(t, []).append(q)
-    for sym in range(nsym):
-        inv[sym].setdefault(sink, []).append(sink)
+        for c, t in enumerate(d.trans[q]):
+            if t >= 0 and live[t]:
+                inv[c].setdefault(t, []).append(q)
+        for r, t in d.calls[q].items():
+            if live[t]:
+                inv[call_sym[r]].setdefault(t, []).append(q)
+    used = [sym for sym in range(nsym) if inv[sym]]
     acc = [q for q in states if d.accept[q]]
-    rej = [q for q in states if not d.accept[q]] + [sink]
+    rej = [q for q in states if not d.accept[q]]
     blocks: list[set[int]] = [set(b) for b in (acc, rej) if b]
-    block_of = [0] * (n + 1)
+    block_of = [-1] * n
     for i, b in enumerate(blocks):
         for q in b:
             block_of[q] = i
-    work: set[tuple[int, int]] = {(0, sym) for sym in range(nsym)} if len(blocks) == 2 else set()
-    if len(blocks) == 2 and len(blocks[1]) < len(blocks[0]):
-        work = {(1, sym) for sym in range(nsym)}
+    work: set[tuple[int, int]] = {(i, sym) for i in range(len(blocks)) for sym in used}
     while work:
         a, sym = work.pop()
-        pre: set[int] = set()
         table = inv[sym]
+        touched: dict[int, set[int]] = {}
         for t in blocks[a]:
             src = table.get(t)
             if src:
-                pre.update(src)
-        touched: dict[int, set[int]] = {}
-        for q in pre:
-            touched.setdefault(block_of[q], set()).add(q)
+                for q in src:
+                    touched.setdefault(block_of[q], set()).add(q)
         for y, inside in touched.items():
             whole = blocks[y]
             if len(inside) == len(whole):
@@ -330,9 +332,7 @@ def _hopcroft(d: RuleDFA, live: list[bool]) -> list[int]:
             blocks.append(inside)
             for q in inside:
                 block_of[q] = z
-            for s2 in range(nsym):
-                if (y, s2) in work:
-                    work.add((z, s2))
-                else:
-                    work.add((z, s2) if len(inside) <= len(whole) else (y, s2))
+            smaller = z if len(inside) <= len(whole) else y
+            for s2 in used:
+                work.add((z, s2) if (y, s2) in work else (smaller, s2))
     return [block_of[q] if live[q] else -1 for q in range(n)]

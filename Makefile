@@ -28,3 +28,10 @@ bench: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# make bench-masks  token masks on DeepSeek's 129k vocabulary: pda beside xgrammar and llguidance
+# (installs the `bench` extra, matplotlib, for the plot when it is missing)
+.PHONY: bench-masks
+bench-masks: $(STAMP)
+	$(PY) -c "import matplotlib" 2>/dev/null || $(PIP) -e '.[bench]'
+	$(PY) benchmarks/bench_masks.py

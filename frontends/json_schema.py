@@ -1,0 +1,480 @@
+"""JSON Schema → grammar IR, built directly (no detour through a regex string).
+
+:func:`json_schema_to_ir` accepts draft 2020-12 schemas and the draft-04/06/07 spellings
+(``definitions``, array ``items`` + ``additionalItems``, boolean ``exclusiveMinimum``).  Every
+keyword it accepts is enforced *exactly*: a text the grammar accepts is valid against the schema.
+Keywords it cannot enforce exactly raise :class:`~pda.errors.UnsupportedSchemaError` naming the
+keyword and its JSON pointer, or, with ``lenient=True``, are ignored with a warning.
+
+How the schema becomes a grammar:
+
+* ``$ref`` (JSON pointers with ``~0 ~1`` and percent-escapes, ``$anchor``, ``$id``-relative refs
+  within the document) — a ``$ref`` standing alone becomes a rule call, so recursive schemas are
+  pushdown calls; a ``$ref`` with sibling keywords is merged like ``allOf``.
+* ``allOf``/``anyOf``/``oneOf`` are expanded into a union of conjunctions; each conjunction is
+  merged keyword by keyword (types intersected, bounds tightened, properties and items
+  intersected position by position, patterns intersected as automata).  ``oneOf`` is accepted
+  only when its branches are provably disjoint (different types, different ``const``/``enum``
+  values, a required property with disjoint values, disjoint string languages or number ranges).
+* ``not`` is supported for ``type``, ``const``/``enum`` of strings/null/booleans and a single
+  ``required`` name; ``if``/``then``/``else`` when ``if`` is one of those.
+* Strings: see :mod:`.json_schema_strings` (every JSON escape spelling is accepted; lengths count
+  code points); formats: :mod:`.json_formats`; numbers: :mod:`.json_numbers`.
+
+Departures from plain JSON Schema validation (all make the grammar *stricter*, never looser):
+
+* **Property order**: declared properties appear in the order the schema lists them (optional ones
+  may be left out), then undeclared ones (where allowed).  ``{"b":1,"a":2}`` is refused when the
+  schema declares ``a`` before ``b``.
+* ``strict=True`` forbids undeclared properties of objects that declare ``properties`` or
+  ``patternProperties`` (when ``additionalProperties`` is not given) and items after
+  ``prefixItems`` (when ``items`` is not given), as XGrammar does.
+* ``oneOf``/``anyOf`` combinations under ``unevaluatedProperties`` count only the properties of
+  the chosen branch as evaluated.
+* Whitespace: ``"flexible"`` allows JSON whitespace where JSON does, at most ``max_whitespace``
+  characters in a row (default 16: enough for ``json.dumps(indent=2)`` up to 7 levels, while a
+  model cannot stall in endless blanks), none before or after the top-level value;
+  ``"compact"`` allows none (``separators`` default ``(",", ":")``); an integer ``n`` is exactly the
+  layout of ``json.dumps(value, indent=n)`` (``separators`` default ``(",", ": ")``), with
+  recursive schemas unrolled to depth :data:`MAX_INDENT_DEPTH`.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any, Literal
+from urllib.parse import unquote, urldefrag
+
+from pda.errors import SchemaError, UnsupportedSchemaError
+from pda.ir import EPSILON, NOTHING, Expr, GrammarIR, Ref, alt, lit, repeat, seq, to_ebnf
+
+from . import json_schema_fsm as fsm
+from .json_numbers import any_number
+from .json_schema_emit import Layout, emit_merged, string_dfa_of
+from .json_schema_merge import Loc, Merged, child, inplace, join_uri, merge
+from .json_schema_strings import ANY_CHAR, quoted, spell
+from .json_schema_values import ValueChecker, disjoint_conjs
+
+__all__ = ["json_schema_to_ir", "json_schema_to_ebnf", "json_any_ir", "MAX_INDENT_DEPTH"]
+
+Whitespace = Literal["flexible", "compact"] | int
+MAX_INDENT_DEPTH = 20
+MAX_CONJUNCTIONS = 512
+_SHARE_MIN_NODES = 201  # pda.normalize inlines rules of up to 200 nodes anyway
+
+MERGE_KEYWORDS = frozenset({
+    "type", "enum", "const", "nullable", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "multipleOf", "minLength", "maxLength", "pattern", "format", "items", "prefixItems", "additionalItems",
+    "minItems", "maxItems", "contains", "minContains", "maxContains", "uniqueItems", "unevaluatedItems",
+    "properties", "patternProperties", "additionalProperties", "required", "minProperties", "maxProperties",
+    "propertyNames", "unevaluatedProperties",
+})
+COMBINATORS = frozenset({"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else"})
+UNSUPPORTED = ("dependentRequired", "dependentSchemas", "dependencies", "$dynamicRef", "$recursiveRef")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SUBSCHEMA_ONE = ("additionalProperties", "additionalItems", "items", "contains", "propertyNames", "not", "if",
+                  "then", "else", "unevaluatedItems", "unevaluatedProperties")
+_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+
+
+class _Call:
+    """A ``$ref`` standing alone: compiled as a call of the rule for its target."""
+
+    __slots__ = ("loc",)
+
+    def __init__(self, loc: Loc) -> None:
+        self.loc = loc
+
+
+Atom = Loc | _Call
+Conj = list[Atom]
+
+
+def json_schema_to_ir(
+    schema: str | bytes | dict[str, Any] | bool | Any, *, whitespace: Whitespace = "flexible",
+    max_whitespace: int | None = 16, separators: tuple[str, str] | None = None, strict: bool = False,
+    lenient: bool = False,
+) -> GrammarIR:
+    """The grammar of the JSON texts valid against ``schema`` (see the module docstring).
+
+    ``schema`` is JSON text, a parsed schema (dict or bool), or an object with
+    ``model_json_schema()`` (a pydantic model class).  Raises :class:`~pda.errors.SchemaError`
+    for a malformed schema and :class:`~pda.errors.UnsupportedSchemaError` for a keyword that
+    cannot be enforced exactly (unless ``lenient``).
+    """
+    root = _load(schema)
+    layout = _layout(whitespace, max_whitespace, separators)
+    c = _Compiler(root, layout, strict=strict, lenient=lenient)
+    body = c.compile([c.root], 0)
+    rules = {"root": body}
+    rules.update(c.rules)
+    return GrammarIR(rules, "root")
+
+
+def json_schema_to_ebnf(schema: Any, **options: Any) -> str:
+    """The grammar of :func:`json_schema_to_ir` as GBNF text, one rule per line."""
+    ir = json_schema_to_ir(schema, **options)
+    return "".join(f"{name} ::= {to_ebnf(body)}\n" for name, body in ir.rules.items())
+
+
+def json_any_ir(*, whitespace: Whitespace = "flexible", max_whitespace: int | None = 16,
+                separators: tuple[str, str] | None = None) -> GrammarIR:
+    """Any JSON value (the grammar of the schema ``true``)."""
+    return json_schema_to_ir(True, whitespace=whitespace, max_whitespace=max_whitespace, separators=separators)
+
+
+def _layout(whitespace: Whitespace, max_ws: int | None, separators: tuple[str, str] | None) -> Layout:
+    if isinstance(whitespace, bool) or not (whitespace in ("flexible", "compact") or
+                                            (isinstance(whitespace, int) and whitespace >= 0)):
+        raise ValueError(f"whitespace must be 'flexible', 'compact' or an indent >= 0, not {whitespace!r}")
+    if max_ws is not None and max_ws < 0:
+        raise ValueError("max_whitespace must be >= 0 or None")
+    if separators is not None and (len(separators) != 2 or not all(isinstance(s, str) for s in separators)):
+        raise ValueError("separators must be a pair of strings (item separator, key separator)")
+    return Layout(whitespace, max_ws, separators)
+
+
+def _load(schema: Any) -> dict[str, Any] | bool:
+    if isinstance(schema, (str, bytes, bytearray)):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from e
+    elif hasattr(schema, "model_json_schema"):
+        schema = schema.model_json_schema()
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
+    return schema
+
+
+def _cross(a: list[Conj], b: list[Conj]) -> list[Conj]:
+    out = [x + y for x in a for y in b]
+    if len(out) > MAX_CONJUNCTIONS:
+        raise UnsupportedSchemaError(
+            f"the combination of anyOf/oneOf/allOf expands to more than {MAX_CONJUNCTIONS} alternatives")
+    return out
+
+
+class _Compiler:
+    """Compiles one schema document; holds the rules, the ``$id``/``$anchor`` index and options."""
+
+    def __init__(self, root: dict[str, Any] | bool, layout: Layout, *, strict: bool, lenient: bool) -> None:
+        base = root.get("$id", "") if isinstance(root, dict) and isinstance(root.get("$id"), str) else ""
+        self.root = Loc(root, "", urldefrag(base)[0])
+        self.layout = layout
+        self.strict = strict
+        self.lenient = lenient
+        self.rules: dict[str, Expr] = {}
+        self._ref_rules: dict[tuple[str, str, int], str] = {}
+        self._counter = 0
+        self.ids: dict[str, Loc] = {"": self.root}
+        self.anchors: dict[tuple[str, str], Loc] = {}
+        if self.root.base:
+            self.ids[self.root.base] = self.root
+        self._index(self.root)
+        self.checker = ValueChecker(self)
+        self._inlining: list[str] = []
+
+    # ------------------------------------------------------------------ helpers for the emitter
+
+    def fresh(self, hint: str) -> str:
+        self._counter += 1
+        return f"{hint}_{self._counter}"
+
+    def add_rule(self, name: str, body: Expr) -> str:
+        self.rules[name] = body
+        return name
+
+    def share(self, e: Expr, hint: str) -> Expr:
+        """``e`` itself when small; otherwise a call of a new rule holding it (shared, not copied)."""
+        if isinstance(e, Ref) or e in (NOTHING, EPSILON) or fsm._size(e) < _SHARE_MIN_NODES:
+            return e
+        return Ref(self.add_rule(self.fresh(hint), e))
+
+    def where(self, ptr: str) -> str:
+        return ptr
+
+    def unsupported(self, message: str, pointer: str) -> None:
+        """Refuse (UnsupportedSchemaError) or, when lenient, warn and let the caller ignore it."""
+        if not self.lenient:
+            raise UnsupportedSchemaError(message, pointer=pointer)
+        warnings.warn(f"JSON Schema at '{pointer or '#'}': {message}; ignored (lenient)", stacklevel=3)
+
+    def value_ok(self, v: Any, m: Merged) -> bool:
+        return self.checker.check_merged(v, m)
+
+    def value_locs(self, m: Merged, key: str) -> list[Loc]:
+        return self.checker.value_locs(m, key)
+
+    def names_dfa(self, locs: list[Loc]) -> fsm.DFA:
+        """Decoded strings valid against every ``propertyNames`` schema in ``locs``."""
+        d: fsm.DFA | None = None
+        for loc in locs:
+            here = fsm.EMPTY
+            for conj in self.flat_dnf([loc]):
+                here = fsm.union(here, string_dfa_of(self, merge(conj, strict=self.strict)))
+            d = here if d is None else fsm.intersect(d, here)
+        return d if d is not None else fsm.complement(fsm.EMPTY)
+
+    # ------------------------------------------------------------------ $id / $anchor / $ref
+
+    def _index(self, loc: Loc) -> None:
+        s = loc.schema
+        if not isinstance(s, dict):
+            return
+        for key in ("$id", "id"):
+            v = s.get(key)
+            if isinstance(v, str) and (key == "$id" or not isinstance(s.get("$id"), str)):
+                if key == "id" and loc.ptr.endswith("/properties"):
+                    continue
+                uri, frag = urldefrag(join_uri(loc.base, v))
+                if v.startswith("#") and frag:
+                    self.anchors[(uri, frag)] = loc
+                elif uri:
+                    self.ids.setdefault(uri, loc)
+        for key in ("$anchor", "$dynamicAnchor"):
+            if isinstance(s.get(key), str):
+                self.anchors.setdefault((urldefrag(loc.base)[0], s[key]), loc)
+        for kw in _SUBSCHEMA_MAPS:
+            if isinstance(s.get(kw), dict):
+                for k, v in s[kw].items():
+                    if isinstance(v, dict):
+                        self._index(child(loc, kw, k))
+        for kw in _SUBSCHEMA_ONE:
+            if isinstance(s.get(kw), dict):
+                self._index(child(loc, kw))
+        for kw in _SUBSCHEMA_LISTS:
+            if isinstance(s.get(kw), list):
+                for i, v in enumerate(s[kw]):
+                    if isinstance(v, dict):
+                        self._index(child(loc, kw, i))
+
+    def resolve(self, ref: Any, loc: Loc) -> Loc:
+        """The schema a ``$ref`` written at ``loc`` points to."""
+        where = loc.at("$ref")
+        if not isinstance(ref, str):
+            raise SchemaError(f"'$ref' must be a string, not {ref!r}", pointer=where)
+        full = join_uri(loc.base, ref)
+        uri, frag = urldefrag(full)
+        target = self.ids.get(uri)
+        if target is None:
+            if ":" in uri or uri.endswith(".json") or "/" in uri:
+                raise UnsupportedSchemaError(f"remote $ref {ref!r} is not supported (only refs within the schema)",
+                                             pointer=where)
+            raise SchemaError(f"$ref {ref!r} points to nothing in this schema", pointer=where)
+        frag = unquote(frag)
+        if not frag:
+            return target
+        if not frag.startswith("/"):
+            found = self.anchors.get((uri, frag))
+            if found is None:
+                raise SchemaError(f"$ref {ref!r}: no $anchor {frag!r} in this schema", pointer=where)
+            return found
+        cur = target
+        for raw in frag.split("/")[1:]:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            s = cur.schema
+            if isinstance(s, dict) and part in s:
+                cur = child(cur, part)
+            elif isinstance(s, list) and part.isdigit() and int(part) < len(s):
+                cur = child(cur, int(part))
+            else:
+                raise SchemaError(f"$ref {ref!r} points to nothing in this schema (no {part!r} at "
+                                  f"'{cur.ptr or '#'}')", pointer=where)
+        if not isinstance(cur.schema, (dict, bool)):
+            raise SchemaError(f"$ref {ref!r} points to a {type(cur.schema).__name__}, not a schema", pointer=where)
+        return cur
+
+    # ------------------------------------------------------------------ expansion into conjunctions
+
+    def expand(self, loc: Loc) -> list[Conj]:
+        """``loc`` as a union of conjunctions of schema objects (combinators and refs expanded)."""
+        s = loc.schema
+        if s is True:
+            return [[]]
+        if s is False:
+            return []
+        if not isinstance(s, dict):
+            raise SchemaError(f"a schema must be an object or a boolean, not {s!r}", pointer=loc.ptr)
+        for kw in UNSUPPORTED:
+            if kw in s and s[kw] not in ({}, []):
+                self.unsupported(f"'{kw}' is not supported", loc.at(kw))
+        own = any(k in MERGE_KEYWORDS for k in s)
+        dnf: list[Conj] = [[loc]] if own else [[]]
+        if "$ref" in s:
+            t = self.resolve(s["$ref"], loc)
+            target = Loc(t.schema, t.ptr, t.base, loc.parents + (loc.ptr,))
+            alone = not own and not any(k in s for k in COMBINATORS - {"$ref"})
+            dnf = [[_Call(target)]] if alone else _cross(dnf, [[_Call(target)]])
+        for kw in ("allOf", "anyOf", "oneOf"):
+            if kw not in s:
+                continue
+            subs = s[kw]
+            if not isinstance(subs, list) or not subs:
+                raise SchemaError(f"'{kw}' must be a non-empty array of schemas", pointer=loc.at(kw))
+            branches = [self.expand(inplace(loc, kw, i)) for i in range(len(subs))]
+            if kw == "allOf":
+                for b in branches:
+                    dnf = _cross(dnf, b)
+                continue
+            if kw == "oneOf" and len(branches) > 1 and not self._branches_disjoint(branches, dnf):
+                self.unsupported("oneOf branches that may overlap are not supported (only provably disjoint ones)",
+                                 loc.at(kw))
+            dnf = _cross(dnf, [c for b in branches for c in b])
+        if "not" in s:
+            neg = self._negate(inplace(loc, "not"))
+            if neg is not None:
+                dnf = _cross(dnf, neg)
+        if "then" in s or "else" in s:
+            dnf = _cross(dnf, self._if_then_else(loc))
+        return dnf
+
+    def _negate(self, loc: Loc) -> list[Conj] | None:
+        """The complement of a simple schema as conjunctions of synthetic schemas (None if refused)."""
+        s = loc.schema
+        if s is True:
+            return []
+        if s is False:
+            return [[]]
+        if isinstance(s, dict):
+            keys = {k for k in s if k in MERGE_KEYWORDS or k in COMBINATORS}
+            if not keys:
+                return []
+            if keys == {"type"}:
+                from .json_schema_merge import _type_set
+
+                ts = _type_set(loc) or set()
+                if "integer" in ts and "number" not in ts:
+                    self.unsupported("'not' of type integer is not supported", loc.ptr)
+                    return None
+                rest = [t for t in ("null", "boolean", "object", "array", "number", "string") if t not in ts]
+                return [[Loc({"type": rest}, loc.ptr, loc.base, loc.parents)]] if rest else []
+            if keys in ({"enum"}, {"const"}):
+                vals = s["enum"] if "enum" in s else [s["const"]]
+                if isinstance(vals, list) and all(v is None or isinstance(v, (str, bool)) for v in vals):
+                    return [[Loc({"$not": vals}, loc.ptr, loc.base, loc.parents)]]
+            if keys == {"required"} and isinstance(s["required"], list) and len(s["required"]) == 1:
+                return [[Loc({"properties": {s["required"][0]: False}}, loc.ptr, loc.base, loc.parents)]]
+        self.unsupported("'not' is supported only for type, const/enum of strings/null/booleans and one "
+                         "required name", loc.ptr)
+        return None
+
+    def _if_then_else(self, loc: Loc) -> list[Conj]:
+        s = loc.schema
+        if "if" not in s:
+            return [[]]
+        cond = inplace(loc, "if")
+        neg = self._negate(cond)
+        if neg is None:
+            return [[]]
+        then = self.expand(inplace(loc, "then")) if "then" in s else [[]]
+        other = self.expand(inplace(loc, "else")) if "else" in s else [[]]
+        return _cross(self.expand(cond), then) + _cross(neg, other)
+
+    def _branches_disjoint(self, branches: list[list[Conj]], context: list[Conj]) -> bool:
+        """Whether no value satisfies two ``oneOf`` branches together with the sibling keywords."""
+        for ctx in context:
+            for i, bi in enumerate(branches):
+                for bj in branches[i + 1:]:
+                    for x in bi:
+                        for y in bj:
+                            if not disjoint_conjs(self, ctx + x, ctx + y):
+                                return False
+        return True
+
+    def flat_dnf(self, locs: list[Loc], depth: int = 0) -> list[list[Loc]]:
+        """Conjunctions of plain schema objects, every ``$ref`` inlined (for checks, not emission)."""
+        dnf: list[Conj] = [[]]
+        for loc in locs:
+            dnf = _cross(dnf, self.expand(loc))
+        out: list[list[Loc]] = []
+        for conj in dnf:
+            calls = [a for a in conj if isinstance(a, _Call)]
+            plain = [a for a in conj if isinstance(a, Loc)]
+            if not calls:
+                out.append(plain)
+                continue
+            if depth > 8:
+                raise RecursionError("recursive $ref")
+            for sub in self.flat_dnf([a.loc for a in calls], depth + 1):
+                out.append(plain + sub)
+        return out
+
+    # ------------------------------------------------------------------ compilation
+
+    def compile(self, locs: list[Loc], depth: int) -> Expr:
+        """The texts valid against every schema in ``locs`` at nesting ``depth``."""
+        if self.layout.indent is None:
+            depth = 0
+        elif depth > MAX_INDENT_DEPTH:
+            return NOTHING
+        dnf: list[Conj] = [[]]
+        for loc in locs:
+            dnf = _cross(dnf, self.expand(loc))
+        return alt(*(self._compile_conj(conj, depth) for conj in dnf))
+
+    def _compile_conj(self, conj: Conj, depth: int) -> Expr:
+        calls: list[_Call] = []
+        plain: list[Loc] = []
+        for a in conj:
+            if isinstance(a, _Call):
+                if not any(x.loc.ptr == a.loc.ptr and x.loc.base == a.loc.base for x in calls):
+                    calls.append(a)
+            elif not any(x is a or (x.ptr == a.ptr and x.schema is a.schema) for x in plain):
+                plain.append(a)
+        if not calls and not plain:
+            return self.any_value(depth)
+        if len(calls) == 1 and not plain:
+            return Ref(self.rule_for(calls[0].loc, depth))
+        if calls:
+            keys = [c.loc.ptr for c in calls]
+            for k in keys:
+                if k in self._inlining:
+                    self.unsupported("a recursive $ref combined with other keywords is not supported", k)
+                    return self.compile(plain, depth) if plain else self.any_value(depth)
+            self._inlining += keys
+            try:
+                sub: list[Conj] = [list(plain)]
+                for c in calls:
+                    sub = _cross(sub, self.expand(c.loc))
+                return alt(*(self._compile_conj(x, depth) for x in sub))
+            finally:
+                del self._inlining[-len(keys):]
+        return emit_merged(self, merge(plain, strict=self.strict), depth)
+
+    def rule_for(self, target: Loc, depth: int) -> str:
+        """The rule compiling ``target`` (created on first use; recursion makes it a pushdown call)."""
+        key = (target.ptr, target.base, depth)
+        name = self._ref_rules.get(key)
+        if name is not None:
+            return name
+        last = target.ptr.rsplit("/", 1)[-1] or "root"
+        clean = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in last)[:40] or "ref"
+        name = self.fresh(f"def_{clean}")
+        self._ref_rules[key] = name
+        self.rules[name] = NOTHING
+        saved, self._inlining = self._inlining, []
+        try:
+            self.rules[name] = self.compile([target], depth)
+        finally:
+            self._inlining = saved
+        return name
+
+    def any_value(self, depth: int) -> Expr:
+        """Any JSON value at ``depth`` (a recursive rule)."""
+        name = "json_value" if self.layout.indent is None else f"json_value_{depth}"
+        if depth > MAX_INDENT_DEPTH:
+            return NOTHING
+        if name in self.rules:
+            return Ref(name)
+        self.rules[name] = NOTHING
+        inner = Ref(name) if self.layout.indent is None else self.any_value(depth + 1)
+        key = quoted(repeat(spell(ANY_CHAR), 0, None))
+        colon = self.layout.colon()
+        parts = [lit("null"), lit("true"), lit("false"), any_number(False), key]
+        for brackets, item in (("[]", inner), ("{}", seq(key, colon, inner))):
+            open_, sep, close, empty = self.layout.pieces(depth, brackets)
+            parts += [empty, seq(open_, item, repeat(seq(sep, item), 0, None), close)]
+        self.rules[name] = alt(*parts)
+        return Ref(name)

@@ -1,0 +1,446 @@
+"""From merged per-type constraints to IR: the JSON text layout of every type.
+
+The functions here take the compiler (:class:`~.json_schema._Compiler`) as ``c`` for what needs
+the whole schema: compiling sub-schemas (``c.compile``), sharing big sub-expressions as rules
+(``c.share``), reporting unsupported keywords (``c.unsupported``) and the text layout
+(``c.layout``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Literal
+
+from pda.errors import RegexError, SchemaError, UnsupportedRegexError, UnsupportedSchemaError
+from pda.ir import EPSILON, NOTHING, CharClass, Expr, Repeat, Seq, alt, chars, lit, opt, repeat, seq, star
+
+from . import json_schema_fsm as fsm
+from .json_formats import FORMATS, KNOWN_UNSUPPORTED, format_expr
+from .json_numbers import number_expr, value_spellings
+from .json_schema_merge import Loc, Merged, to_decimal
+from .json_schema_values import unevaluated
+from .json_schema_strings import ANY_CHAR, dfa_to_json, spelled_except, quoted, spell, spell_expr, string_literal
+
+if TYPE_CHECKING:
+    from .json_schema import _Compiler
+
+__all__ = ["Layout", "emit_merged", "value_literal", "string_dfa_of", "pattern_expr"]
+
+_WS = chars([(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)])
+
+
+class Layout:
+    """Where whitespace may go, for one of the three ``whitespace`` modes."""
+
+    def __init__(self, mode: Literal["flexible", "compact"] | int, max_ws: int | None,
+                 separators: tuple[str, str] | None) -> None:
+        self.mode = mode
+        self.indent = mode if isinstance(mode, int) and not isinstance(mode, bool) else None
+        if self.indent is not None:
+            item, key = separators or (",", ": ")
+        else:
+            item, key = separators or (",", ":")
+        self.item, self.key = item, key
+        self.ws = repeat(_WS, 0, max_ws) if mode == "flexible" else EPSILON
+
+    def pieces(self, depth: int, brackets: str) -> tuple[Expr, Expr, Expr, Expr]:
+        """(open, separator, close, empty) of a container at ``depth`` (0 = the top level)."""
+        o, c = brackets
+        if self.mode == "flexible":
+            w = self.ws
+            return seq(lit(o), w), seq(w, lit(","), w), seq(w, lit(c)), seq(lit(o), w, lit(c))
+        if self.indent is not None:
+            inner = "\n" + " " * (self.indent * (depth + 1))
+            outer = "\n" + " " * (self.indent * depth)
+            return lit(o + inner), lit(self.item + inner), lit(outer + c), lit(o + c)
+        return lit(o), lit(self.item), lit(c), lit(o + c)
+
+    def colon(self) -> Expr:
+        if self.mode == "flexible":
+            return seq(self.ws, lit(":"), self.ws)
+        return lit(self.key)
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+
+def emit_merged(c: _Compiler, m: Merged, depth: int) -> Expr:
+    """The JSON texts satisfying every constraint of ``m``."""
+    if m.enum is not None:
+        return alt(*(value_literal(c, v, depth) for v in m.enum if c.value_ok(v, m)))
+    t = m.types
+    parts: list[Expr] = []
+    if "null" in t:
+        parts.append(lit("null"))
+    if "boolean" in t:
+        parts += [lit(n) for n, b in (("true", True), ("false", False)) if not any(x is b for x in m.excluded)]
+    if "number" in t or "integer" in t:
+        parts.append(emit_number(c, m, integer="number" not in t))
+    if "string" in t:
+        parts.append(emit_string(c, m))
+    if "array" in t:
+        parts.append(emit_array(c, m, depth))
+    if "object" in t:
+        parts.append(emit_object(c, m, depth))
+    return alt(*parts)
+
+
+def emit_number(c: _Compiler, m: Merged, *, integer: bool) -> Expr:
+    ptr = m.multiples and "multipleOf"
+    try:
+        return number_expr(integer=integer, lo=m.lo, hi=m.hi, multiples=tuple(m.multiples),
+                           add_rule=c.add_rule, name=c.fresh("num"))
+    except fsm.FsmTooLarge:
+        c.unsupported(f"multipleOf {m.multiples} is too large to enforce exactly", c.where(ptr or ""))
+        return number_expr(integer=integer, lo=m.lo, hi=m.hi)
+
+
+# ----------------------------------------------------------------------------- strings
+
+
+def pattern_expr(c: _Compiler, pattern: str, ptr: str) -> Expr | None:
+    """The decoded strings a ``pattern`` matches somewhere (None when refused and lenient)."""
+    from .regex import regex_to_ir
+
+    try:
+        return regex_to_ir(pattern, dialect="ecmascript", search=True)
+    except UnsupportedRegexError as e:
+        c.unsupported(f"pattern {pattern!r} uses a feature pda cannot enforce: {e.message}", ptr)
+    except RegexError as e:
+        raise SchemaError(f"pattern {pattern!r} is not a valid regular expression: {e.message}", pointer=ptr) from e
+    return None
+
+
+def _string_langs(c: _Compiler, m: Merged) -> list[Expr]:
+    langs: list[Expr] = []
+    for p, ptr in m.patterns:
+        e = pattern_expr(c, p, ptr)
+        if e is not None:
+            langs.append(e)
+    for f, ptr in m.formats:
+        if f in FORMATS:
+            langs.append(format_expr(f))
+        elif f in KNOWN_UNSUPPORTED:
+            c.unsupported(f"format {f!r} is not supported", ptr)
+    return langs
+
+
+def _fixed_len(e: Expr) -> int | None:
+    from pda.ir import Bytes
+
+    if isinstance(e, CharClass):
+        return 1
+    if isinstance(e, Bytes):
+        return len(e.data.decode("utf-8"))
+    if isinstance(e, Seq):
+        total = 0
+        for i in e.items:
+            n = _fixed_len(i)
+            if n is None:
+                return None
+            total += n
+        return total
+    if isinstance(e, Repeat) and e.max == e.min:
+        n = _fixed_len(e.expr)
+        return None if n is None else n * e.min
+    return None
+
+
+def restrict_len(e: Expr, lo: int, hi: int | None) -> Expr | None:
+    """``e`` limited to lo..hi characters when that is a simple rewrite of one repetition; else None."""
+    items = list(e.items) if isinstance(e, Seq) else [e]
+    fixed = 0
+    var = None
+    for i, it in enumerate(items):
+        n = _fixed_len(it)
+        if n is not None:
+            fixed += n
+        elif var is None and isinstance(it, Repeat) and _fixed_len(it.expr) == 1:
+            var = i
+        else:
+            return None
+    if var is None:
+        ok = fixed >= lo and (hi is None or fixed <= hi)
+        return e if ok else NOTHING
+    r = items[var]
+    assert isinstance(r, Repeat)
+    new_lo = max(r.min, lo - fixed)
+    new_hi = r.max if hi is None else (hi - fixed if r.max is None else min(r.max, hi - fixed))
+    if new_hi is not None and new_hi < new_lo:
+        return NOTHING
+    items[var] = repeat(r.expr, new_lo, new_hi)
+    return seq(*items)
+
+
+def string_dfa_of(c: _Compiler, m: Merged) -> fsm.DFA:
+    """The decoded strings of ``m``'s string part, as a DFA (for property names and disjointness)."""
+    if m.enum is not None:
+        return fsm.literal_set_dfa(v for v in m.enum if isinstance(v, str) and c.value_ok(v, m))
+    if "string" not in m.types:
+        return fsm.EMPTY
+    d = fsm.length_dfa(m.min_len, m.max_len)
+    banned = [v for v in m.excluded if isinstance(v, str)]
+    if banned:
+        d = fsm.difference(d, fsm.literal_set_dfa(banned))
+    for e in _string_langs(c, m):
+        d = fsm.intersect(d, fsm.from_expr(e))
+    return d
+
+
+def emit_string(c: _Compiler, m: Merged) -> Expr:
+    langs = _string_langs(c, m)
+    lo, hi = m.min_len, m.max_len
+    banned = [v for v in m.excluded if isinstance(v, str)]
+    if banned:
+        try:
+            d = fsm.difference(fsm.length_dfa(lo, hi), fsm.literal_set_dfa(banned))
+            for e in langs:
+                d = fsm.intersect(d, fsm.from_expr(e))
+            return quoted(dfa_to_json(d, c.add_rule, c.fresh("str")))
+        except fsm.FsmTooLarge:
+            c.unsupported("the string constraints are too large to combine exactly", m.patterns[0][1]
+                          if m.patterns else "")
+    if not langs:
+        return quoted(repeat(spell(ANY_CHAR), lo, hi))
+    if len(langs) == 1:
+        if lo == 0 and hi is None:
+            return quoted(spell_expr(langs[0]))
+        r = restrict_len(langs[0], lo, hi)
+        if r is not None:
+            return quoted(spell_expr(r))
+    try:
+        d = fsm.length_dfa(lo, hi)
+        for e in langs:
+            d = fsm.intersect(d, fsm.from_expr(e))
+        return quoted(dfa_to_json(d, c.add_rule, c.fresh("str")))
+    except fsm.FsmTooLarge:
+        c.unsupported("the string constraints (pattern, format, length) are too large to combine exactly",
+                      (m.patterns or m.formats or [("", "")])[0][1])
+        return quoted(spell_expr(langs[0]))
+
+
+# ----------------------------------------------------------------------------- arrays
+
+
+def emit_array(c: _Compiler, m: Merged, depth: int) -> Expr:
+    lo, hi = m.min_items, m.max_items
+    if hi is not None and hi < lo:
+        return NOTHING
+    if m.unique is not None and (hi is None or hi > 1):
+        c.unsupported("uniqueItems is not supported (unless maxItems <= 1)", m.unique)
+    n_prefix = max((len(a.prefix) for a in m.arr), default=0)
+    if hi is not None:
+        n_prefix = min(n_prefix, hi)
+    rest_locs = c.checker.item_locs(m, None)
+    if m.contains and m.uneval_items:
+        c.unsupported("contains together with unevaluatedItems is not supported", m.uneval_items[0][1])
+    open_, sep, close, empty = c.layout.pieces(depth, "[]")
+    if m.contains:
+        body = _contains_body(c, m, rest_locs, n_prefix, sep, depth)
+        if body is not None:
+            return seq(open_, body, close)
+    elems = [c.compile(c.checker.item_locs(m, p), depth + 1) for p in range(n_prefix)]
+    rest = c.compile(rest_locs, depth + 1)
+    first = max(lo, 1)
+
+    def tail(i: int) -> Expr:
+        s = sep if i > 0 else EPSILON
+        if hi is not None and i >= hi:
+            return EPSILON
+        if i < n_prefix:
+            piece = seq(s, elems[i], tail(i + 1))
+            return piece if i < first else opt(piece)
+        need = max(first - i, 0)
+        top = None if hi is None else hi - i
+        if i == 0:
+            return seq(rest, repeat(seq(sep, rest), max(need - 1, 0), None if top is None else top - 1))
+        return repeat(seq(sep, rest), need, top)
+
+    nonempty = seq(open_, tail(0), close)
+    return alt(empty, nonempty) if lo == 0 else nonempty
+
+
+def _contains_body(c: _Compiler, m: Merged, rest_locs: list[Loc], n_prefix: int, sep: Expr,
+                   depth: int) -> Expr | None:
+    """Array body for ``contains`` (at least minContains matching items), or None when refused."""
+    if len(m.contains) > 1 or n_prefix:
+        c.unsupported("contains together with prefixItems or another contains is not supported", m.contains[0][0].ptr)
+        return None
+    loc, lo_c, hi_c = m.contains[0]
+    if hi_c is not None and (m.max_items is None or hi_c < m.max_items):
+        c.unsupported("maxContains is not supported", loc.ptr.rsplit("/", 1)[0] + "/maxContains")
+        return None
+    if lo_c == 0:
+        return None  # contains is then always satisfied: the plain array language applies
+    if m.min_items > lo_c or m.max_items is not None:
+        c.unsupported("contains together with minItems/maxItems is not supported", loc.ptr)
+        return None
+    a = c.compile(rest_locs, depth + 1)
+    hit = c.compile(rest_locs + [loc], depth + 1)
+    if hit == NOTHING:
+        return NOTHING
+    parts = [star(seq(a, sep)), hit]
+    for _ in range(lo_c - 1):
+        parts += [star(seq(sep, a)), sep, hit]
+    parts.append(star(seq(sep, a)))
+    return seq(*parts)
+
+
+# ----------------------------------------------------------------------------- objects
+
+
+def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
+    lo, hi = m.min_props, m.max_props
+    if hi is not None and hi < lo:
+        return NOTHING
+    if hi == 0:
+        return NOTHING if m.required else c.layout.pieces(depth, "{}")[3]
+    open_, sep, close, empty = c.layout.pieces(depth, "{}")
+    colon = c.layout.colon()
+    names_dfa = None
+    if m.names:
+        names_dfa = c.names_dfa(m.names)
+    declared: list[str] = []
+    for a in m.obj:
+        for k in a.props:
+            if k not in declared:
+                declared.append(k)
+    for k in m.required:
+        if k not in declared:
+            declared.append(k)
+    members: list[tuple[Expr, bool]] = []  # (member text, required)
+    for k in declared:
+        req = k in m.required
+        ok = names_dfa is None or fsm.matches(names_dfa, k)
+        value = c.compile(c.value_locs(m, k), depth + 1) if ok else NOTHING
+        if value == NOTHING:
+            if req:
+                return NOTHING
+            continue
+        members.append((c.share(seq(string_literal(k), colon, value), "prop"), req))
+    extra = _extra_members(c, m, declared, names_dfa, colon, depth)
+    if hi is not None and sum(1 for _, r in members if r) > hi:
+        return NOTHING
+    cap = max(1, lo, hi + 1 if hi is not None else 0)
+    memo: dict[tuple[int, int], tuple[bool, Expr]] = {}
+
+    def body(i: int, n: int) -> tuple[bool, Expr]:
+        """Members i.. after n members so far: (may be empty, the non-empty part).
+
+        Only non-empty expressions are shared as rules, so the core never has to strip the empty
+        string out of a rule body (which would copy it)."""
+        key = (i, n)
+        if key in memo:
+            return memo[key]
+        if i == len(members):
+            kmin = max(0, lo - n)
+            kmax = None if hi is None else hi - n
+            if extra == NOTHING or kmax == 0:
+                out = (kmin == 0, NOTHING)
+            elif n == 0:
+                out = (kmin == 0, seq(extra, repeat(seq(sep, extra), max(kmin - 1, 0),
+                                                    None if kmax is None else kmax - 1)))
+            else:
+                out = (kmin == 0, repeat(seq(sep, extra), max(kmin, 1), kmax))
+        else:
+            text, req = members[i]
+            nullable, parts = False, []
+            if not req:
+                nullable, skip = body(i + 1, n)
+                parts.append(skip)
+            if hi is None or n < hi:
+                t_null, t_ne = body(i + 1, min(n + 1, cap))
+                tail = alt(EPSILON, t_ne) if t_null else t_ne
+                parts.append(seq(sep if n else EPSILON, text, tail))
+            out = (nullable, c.share(alt(*parts), "obj"))
+        memo[key] = out
+        return out
+
+    nullable, ne = body(0, 0)
+    nonempty = seq(open_, ne, close)
+    return alt(empty, nonempty) if nullable else nonempty
+
+
+def _extra_members(c: _Compiler, m: Merged, declared: list[str], names_dfa: fsm.DFA | None,
+                   colon: Expr, depth: int) -> Expr:
+    """Members whose key is not declared: one alternative per region of keys that share a schema."""
+    patterns = [(p, loc, i) for i, a in enumerate(m.obj) for p, loc in a.patterns]
+    if len(patterns) > 6:
+        c.unsupported("more than 6 patternProperties in one object are not supported", m.obj[0].ptr)
+        patterns = patterns[:6]
+    pdfas = []
+    for p, loc, _ in patterns:
+        e = pattern_expr(c, p, loc.ptr)
+        pdfas.append(fsm.from_expr(e) if e is not None else None)
+    base = fsm.complement(fsm.literal_set_dfa(declared))
+    if names_dfa is not None:
+        base = fsm.intersect(base, names_dfa)
+    parts = []
+    for bits in itertools.product((False, True), repeat=len(patterns)):
+        keys = base
+        for on, d in zip(bits, pdfas):
+            if d is None:
+                continue
+            keys = fsm.intersect(keys, d) if on else fsm.difference(keys, d)
+            if fsm.is_empty(keys):
+                break
+        if fsm.is_empty(keys):
+            continue
+        locs = []
+        evaluators = []
+        for i, a in enumerate(m.obj):
+            hits = [loc for (p, loc, j), on in zip(patterns, bits) if on and j == i]
+            if hits:
+                locs += hits
+                evaluators.append(a.scope)
+            elif a.additional is not None:
+                locs.append(a.additional)
+                evaluators.append(a.scope)
+        locs += unevaluated(m.uneval_props, evaluators)
+        value = c.compile(locs, depth + 1)
+        if value == NOTHING:
+            continue
+        if not patterns and names_dfa is None:
+            key = quoted(spelled_except(declared))  # the common case, built without automata
+        else:
+            key = quoted(dfa_to_json(keys, c.add_rule, c.fresh("key")))
+        parts.append(seq(key, colon, value))
+    return c.share(alt(*parts), "extra") if parts else NOTHING
+
+
+# ----------------------------------------------------------------------------- literal values
+
+
+def value_literal(c: _Compiler, v: Any, depth: int) -> Expr:
+    """Every text (in the current layout) of the JSON value ``v`` (an ``enum``/``const`` member)."""
+    if v is None:
+        return lit("null")
+    if v is True:
+        return lit("true")
+    if v is False:
+        return lit("false")
+    if isinstance(v, (int, float, Decimal)):
+        return value_spellings(to_decimal(v))
+    if isinstance(v, str):
+        return string_literal(v)
+    if isinstance(v, list):
+        open_, sep, close, empty = c.layout.pieces(depth, "[]")
+        if not v:
+            return empty
+        items = [value_literal(c, x, depth + 1) for x in v]
+        body = [items[0]] + [seq(sep, x) for x in items[1:]]
+        return seq(open_, *body, close)
+    if isinstance(v, dict):
+        open_, sep, close, empty = c.layout.pieces(depth, "{}")
+        if not v:
+            return empty
+        colon = c.layout.colon()
+        members = {k: seq(string_literal(k), colon, value_literal(c, x, depth + 1)) for k, x in v.items()}
+        orders = itertools.permutations(list(v)) if len(v) <= 3 else [list(v)]
+        out = []
+        for order in orders:
+            body = [members[order[0]]] + [seq(sep, members[k]) for k in order[1:]]
+            out.append(seq(open_, *body, close))
+        return alt(*out)
+    raise SchemaError(f"{v!r} is not a JSON value", pointer="")

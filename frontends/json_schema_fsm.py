@@ -1,0 +1,522 @@
+"""A small character-level DFA toolkit for the JSON Schema frontend.
+
+The grammar IR has no intersection or complement, but a JSON Schema needs both: a string must
+match every ``pattern`` *and* fit ``minLength``/``maxLength``; an undeclared property name must be
+a string that is *not* a declared name and matches no ``patternProperties`` regex; a number must
+lie within its bounds *and* be a multiple of ``multipleOf``.  This module turns the regular part of
+the IR into deterministic automata over code points (transitions are inclusive code-point ranges),
+combines them exactly, and turns the result back into IR:
+
+* :func:`from_expr` — Thompson NFA + subset construction; the result is trimmed and minimised;
+* :func:`intersect`, :func:`union`, :func:`difference`, :func:`complement`, :func:`is_empty`,
+  :func:`matches`, :func:`length_dfa`;
+* :func:`to_expr` — state elimination into a regular expression tree, with a size budget; past it
+  the automaton is emitted as one IR rule per state (right-linear rules), which is still exact.
+
+Everything here works on decoded characters; the JSON spelling of each character (escapes) is
+applied by the caller through the ``label`` function given to :func:`to_expr`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from pda.ir import (
+    EPSILON, MAX_CODE_POINT, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq, alt, chars,
+    seq, star,
+)
+
+__all__ = [
+    "DFA", "from_expr", "intersect", "union", "difference", "complement", "is_empty", "matches",
+    "length_dfa", "to_expr", "literal_set_dfa", "FsmTooLarge",
+]
+
+Ranges = tuple[tuple[int, int], ...]
+MAX_STATES = 20000
+
+
+class FsmTooLarge(Exception):
+    """An automaton grew past :data:`MAX_STATES`; callers turn it into a schema error."""
+
+
+@dataclass
+class DFA:
+    """A trimmed DFA: state 0 is the start; ``trans[s]`` is a sorted list of disjoint (lo, hi, target).
+
+    A DFA with no states (``trans == []``) recognises the empty language.
+    """
+
+    trans: list[list[tuple[int, int, int]]]
+    accept: list[bool]
+
+    @property
+    def size(self) -> int:
+        return len(self.trans)
+
+
+EMPTY = DFA([], [])
+
+
+# ----------------------------------------------------------------------------- NFA
+
+
+class _NFA:
+    def __init__(self) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[int, int, int]]] = []
+
+    def new(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        if len(self.eps) > 20 * MAX_STATES:
+            raise FsmTooLarge("NFA too large")
+        return len(self.eps) - 1
+
+    def build(self, e: Expr, s: int, t: int) -> None:
+        """Add paths from s to t spelling the language of ``e``."""
+        if isinstance(e, Bytes):
+            text = e.data.decode("utf-8")
+            cur = s
+            for i, ch in enumerate(text):
+                nxt = t if i == len(text) - 1 else self.new()
+                self.edges[cur].append((ord(ch), ord(ch), nxt))
+                cur = nxt
+            if not text:
+                self.eps[s].append(t)
+        elif isinstance(e, CharClass):
+            for lo, hi in e.ranges:
+                self.edges[s].append((lo, hi, t))
+        elif isinstance(e, ByteClass):
+            for lo, hi in e.ranges:
+                if hi >= 0x80:
+                    raise ValueError("raw byte classes above 0x7F have no character meaning")
+                self.edges[s].append((lo, hi, t))
+        elif isinstance(e, Seq):
+            cur = s
+            for i, it in enumerate(e.items):
+                nxt = t if i == len(e.items) - 1 else self.new()
+                self.build(it, cur, nxt)
+                cur = nxt
+        elif isinstance(e, Alt):
+            for it in e.items:
+                a, b = self.new(), self.new()
+                self.eps[s].append(a)
+                self.build(it, a, b)
+                self.eps[b].append(t)
+        elif isinstance(e, Repeat):
+            cur = s
+            for _ in range(e.min):
+                nxt = self.new()
+                self.build(e.expr, cur, nxt)
+                cur = nxt
+            if e.max is None:
+                a, b = self.new(), self.new()
+                self.eps[cur].append(a)
+                self.build(e.expr, a, b)
+                self.eps[b].append(a)
+                self.eps[a].append(t)
+            else:
+                for _ in range(e.max - e.min):
+                    nxt = self.new()
+                    self.eps[cur].append(t)
+                    self.build(e.expr, cur, nxt)
+                    cur = nxt
+            self.eps[cur].append(t)
+        elif isinstance(e, Ref):
+            raise ValueError(f"rule reference {e.name!r} in a regular expression")
+        else:
+            raise TypeError(f"not an IR node: {e!r}")
+
+    def closure(self, states: Iterable[int]) -> frozenset[int]:
+        seen = set(states)
+        stack = list(seen)
+        while stack:
+            for n in self.eps[stack.pop()]:
+                if n not in seen:
+                    seen.add(n)
+                    stack.append(n)
+        return frozenset(seen)
+
+
+def _split(edges: list[tuple[int, int, object]]) -> list[tuple[int, int, list[object]]]:
+    """Disjoint elementary intervals of overlapping (lo, hi, x) edges, with the x's covering each."""
+    points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
+    out: list[tuple[int, int, list[object]]] = []
+    for a, b in zip(points, points[1:]):
+        xs = [x for lo, hi, x in edges if lo <= a and b - 1 <= hi]
+        if xs:
+            out.append((a, b - 1, xs))
+    return out
+
+
+def from_expr(e: Expr) -> DFA:
+    """The minimal DFA of a regular IR expression (no ``Ref``)."""
+    nfa = _NFA()
+    s, t = nfa.new(), nfa.new()
+    nfa.build(e, s, t)
+    start = nfa.closure([s])
+    index = {start: 0}
+    sets = [start]
+    trans: list[list[tuple[int, int, int]]] = []
+    accept: list[bool] = []
+    i = 0
+    while i < len(sets):
+        cur = sets[i]
+        i += 1
+        accept.append(t in cur)
+        edges = [ed for n in cur for ed in nfa.edges[n]]
+        row: list[tuple[int, int, int]] = []
+        for lo, hi, targets in _split(edges):  # type: ignore[arg-type]
+            nxt = nfa.closure(targets)  # type: ignore[arg-type]
+            j = index.get(nxt)
+            if j is None:
+                j = index[nxt] = len(sets)
+                sets.append(nxt)
+                if len(sets) > MAX_STATES:
+                    raise FsmTooLarge("DFA too large")
+            row.append((lo, hi, j))
+        trans.append(_merge_row(row))
+    return minimize(DFA(trans, accept))
+
+
+def _merge_row(row: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    row.sort()
+    out: list[tuple[int, int, int]] = []
+    for lo, hi, t in row:
+        if out and out[-1][2] == t and out[-1][1] + 1 == lo:
+            out[-1] = (out[-1][0], hi, t)
+        else:
+            out.append((lo, hi, t))
+    return out
+
+
+# ----------------------------------------------------------------------------- trim / minimise
+
+
+def trim(d: DFA) -> DFA:
+    """Drop states that are unreachable or cannot reach acceptance; renumber with start = 0."""
+    if not d.trans:
+        return EMPTY
+    n = len(d.trans)
+    rev: list[list[int]] = [[] for _ in range(n)]
+    for s, row in enumerate(d.trans):
+        for _, _, t in row:
+            rev[t].append(s)
+    live = {s for s in range(n) if d.accept[s]}
+    stack = list(live)
+    while stack:
+        for p in rev[stack.pop()]:
+            if p not in live:
+                live.add(p)
+                stack.append(p)
+    if 0 not in live:
+        return EMPTY
+    order = [0]
+    index = {0: 0}
+    k = 0
+    while k < len(order):
+        s = order[k]
+        k += 1
+        for _, _, t in d.trans[s]:
+            if t in live and t not in index:
+                index[t] = len(order)
+                order.append(t)
+    trans = [[(lo, hi, index[t]) for lo, hi, t in d.trans[s] if t in live] for s in order]
+    return DFA([_merge_row(r) for r in trans], [d.accept[s] for s in order])
+
+
+def minimize(d: DFA) -> DFA:
+    """Trim and merge equivalent states (Moore's partition refinement)."""
+    d = trim(d)
+    if not d.trans:
+        return d
+    block = [1 if a else 0 for a in d.accept]
+    nblocks = len(set(block))
+    while True:
+        sigs: dict[tuple[object, ...], int] = {}
+        new_block = []
+        for s, row in enumerate(d.trans):
+            merged: list[tuple[int, int, int]] = []
+            for lo, hi, t in row:
+                b = block[t]
+                if merged and merged[-1][2] == b and merged[-1][1] + 1 == lo:
+                    merged[-1] = (merged[-1][0], hi, b)
+                else:
+                    merged.append((lo, hi, b))
+            key = (block[s], tuple(merged))
+            new_block.append(sigs.setdefault(key, len(sigs)))
+        if len(sigs) == nblocks:
+            break
+        block, nblocks = new_block, len(sigs)
+    # Renumber blocks so that the start's block is 0, in BFS order.
+    order = {block[0]: 0}
+    rep: dict[int, int] = {block[0]: 0}
+    queue = [0]
+    while queue:
+        s = queue.pop(0)
+        for _, _, t in d.trans[s]:
+            if block[t] not in order:
+                order[block[t]] = len(order)
+                rep[block[t]] = t
+                queue.append(t)
+    trans: list[list[tuple[int, int, int]]] = [[] for _ in order]
+    accept = [False] * len(order)
+    for b, s in rep.items():
+        trans[order[b]] = _merge_row([(lo, hi, order[block[t]]) for lo, hi, t in d.trans[s]])
+        accept[order[b]] = d.accept[s]
+    return DFA(trans, accept)
+
+
+# ----------------------------------------------------------------------------- operations
+
+
+def _product(a: DFA, b: DFA, mode: str) -> DFA:
+    """Product automaton; ``mode`` is 'and', 'or' or 'diff' (a and not b).  b must be total for 'diff'."""
+    if mode == "and" and (not a.trans or not b.trans):
+        return EMPTY
+    if mode == "diff":
+        b = _totalize(b)
+        if not a.trans:
+            return EMPTY
+    if mode == "or":
+        a, b = _totalize(a), _totalize(b)
+    index = {(0, 0): 0}
+    pairs = [(0, 0)]
+    trans: list[list[tuple[int, int, int]]] = []
+    accept: list[bool] = []
+    k = 0
+    while k < len(pairs):
+        p, q = pairs[k]
+        k += 1
+        fa, fb = a.accept[p], b.accept[q]
+        accept.append(fa and fb if mode == "and" else fa or fb if mode == "or" else fa and not fb)
+        row = []
+        ra, rb = a.trans[p], b.trans[q]
+        i = j = 0
+        while i < len(ra) and j < len(rb):
+            lo = max(ra[i][0], rb[j][0])
+            hi = min(ra[i][1], rb[j][1])
+            if lo <= hi:
+                key = (ra[i][2], rb[j][2])
+                t = index.get(key)
+                if t is None:
+                    t = index[key] = len(pairs)
+                    pairs.append(key)
+                    if len(pairs) > MAX_STATES:
+                        raise FsmTooLarge("product automaton too large")
+                row.append((lo, hi, t))
+            if ra[i][1] < rb[j][1]:
+                i += 1
+            else:
+                j += 1
+        trans.append(_merge_row(row))
+    return minimize(DFA(trans, accept))
+
+
+def _totalize(d: DFA) -> DFA:
+    """The same language with a total transition function over 0..MAX_CODE_POINT (adds a sink)."""
+    if not d.trans:
+        return DFA([[(0, MAX_CODE_POINT, 0)]], [False])
+    sink = len(d.trans)
+    trans = []
+    for row in d.trans:
+        full = []
+        nxt = 0
+        for lo, hi, t in row:
+            if lo > nxt:
+                full.append((nxt, lo - 1, sink))
+            full.append((lo, hi, t))
+            nxt = hi + 1
+        if nxt <= MAX_CODE_POINT:
+            full.append((nxt, MAX_CODE_POINT, sink))
+        trans.append(full)
+    trans.append([(0, MAX_CODE_POINT, sink)])
+    return DFA(trans, d.accept + [False])
+
+
+def intersect(a: DFA, b: DFA) -> DFA:
+    return _product(a, b, "and")
+
+
+def union(a: DFA, b: DFA) -> DFA:
+    if not a.trans:
+        return b
+    if not b.trans:
+        return a
+    return _product(a, b, "or")
+
+
+def difference(a: DFA, b: DFA) -> DFA:
+    """Strings of ``a`` that ``b`` rejects."""
+    if not b.trans:
+        return a
+    return _product(a, b, "diff")
+
+
+def complement(d: DFA) -> DFA:
+    """All strings of code points that ``d`` rejects."""
+    t = _totalize(d)
+    return minimize(DFA(t.trans, [not x for x in t.accept]))
+
+
+def is_empty(d: DFA) -> bool:
+    return not d.trans
+
+
+def matches(d: DFA, text: str) -> bool:
+    """Whether ``d`` accepts ``text``."""
+    if not d.trans:
+        return False
+    s = 0
+    for ch in text:
+        c = ord(ch)
+        for lo, hi, t in d.trans[s]:
+            if lo <= c <= hi:
+                s = t
+                break
+        else:
+            return False
+    return d.accept[s]
+
+
+def length_dfa(lo: int, hi: int | None, alphabet: Ranges = ((0, MAX_CODE_POINT),)) -> DFA:
+    """Strings over ``alphabet`` with ``lo <= len <= hi`` characters (``hi=None``: no upper bound)."""
+    top = lo if hi is None else hi
+    trans = []
+    for i in range(top + 1):
+        if i < top:
+            trans.append([(a, b, i + 1) for a, b in alphabet])
+        elif hi is None:
+            trans.append([(a, b, i) for a, b in alphabet])
+        else:
+            trans.append([])
+    return trim(DFA(trans, [i >= lo for i in range(top + 1)]))
+
+
+def literal_set_dfa(words: Iterable[str]) -> DFA:
+    """The finite language of ``words`` (a trie, minimised)."""
+    trans: list[dict[int, int]] = [{}]
+    accept = [False]
+    for w in words:
+        s = 0
+        for ch in w:
+            c = ord(ch)
+            if c not in trans[s]:
+                trans[s][c] = len(trans)
+                trans.append({})
+                accept.append(False)
+            s = trans[s][c]
+        accept[s] = True
+    rows = [_merge_row([(c, c, t) for c, t in row.items()]) for row in trans]
+    return minimize(DFA(rows, accept))
+
+
+# ----------------------------------------------------------------------------- back to IR
+
+
+def _size(e: Expr) -> int:
+    if isinstance(e, (Seq, Alt)):
+        return 1 + sum(_size(x) for x in e.items)
+    if isinstance(e, Repeat):
+        return 1 + _size(e.expr)
+    return 1
+
+
+def default_label(ranges: Ranges) -> Expr:
+    return chars(ranges)
+
+
+def to_expr(
+    d: DFA,
+    label: Callable[[Ranges], Expr] = default_label,
+    *,
+    add_rule: Callable[[str, Expr], str] | None = None,
+    name: str = "fsm",
+    budget: int = 4000,
+) -> Expr:
+    """An IR expression for the language of ``d``; each transition's ranges go through ``label``.
+
+    State elimination first (a plain regular expression the core can inline); when the expression
+    would exceed ``budget`` nodes and ``add_rule`` is given, the DFA is emitted as one rule per
+    state instead (``add_rule(hint, expr)`` registers a rule and returns its name).
+    """
+    if not d.trans:
+        return NOTHING
+    try:
+        return _eliminate(d, label, budget)
+    except FsmTooLarge:
+        if add_rule is None:
+            raise
+    return _rules(d, label, add_rule, name)
+
+
+def _eliminate(d: DFA, label: Callable[[Ranges], Expr], budget: int) -> Expr:
+    n = len(d.trans)
+    start, final = n, n + 1
+    out: dict[int, dict[int, Expr]] = {i: {} for i in range(n + 2)}
+    inc: dict[int, set[int]] = {i: set() for i in range(n + 2)}
+    sizes: dict[tuple[int, int], int] = {}
+
+    def put(p: int, q: int, e: Expr) -> None:
+        old = out[p].get(q)
+        new = e if old is None else alt(old, e)
+        out[p][q] = new
+        inc[q].add(p)
+        sizes[(p, q)] = _size(new)
+
+    put(start, 0, EPSILON)
+    for s, row in enumerate(d.trans):
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in row:
+            groups.setdefault(t, []).append((lo, hi))
+        for t, rs in groups.items():
+            put(s, t, label(tuple(rs)))
+        if d.accept[s]:
+            put(s, final, EPSILON)
+    remaining = set(range(n))
+    total = sum(sizes.values())
+    while remaining:
+        # Eliminate the state whose removal creates the least: in-degree * out-degree weighted.
+        def cost(q: int) -> int:
+            ins = [p for p in inc[q] if p != q]
+            outs = [r for r in out[q] if r != q]
+            return len(ins) * len(outs) + sum(sizes[(p, q)] for p in ins) * max(1, len(outs)) \
+                + sum(sizes[(q, r)] for r in outs) * max(1, len(ins))
+        q = min(remaining, key=cost)
+        remaining.discard(q)
+        loop = out[q].pop(q, None)
+        inc[q].discard(q)
+        sizes.pop((q, q), None)
+        mid = star(loop) if loop is not None else EPSILON
+        ins = [p for p in inc[q]]
+        outs = list(out[q].items())
+        for p in ins:
+            ep = out[p].pop(q)
+            sizes.pop((p, q), None)
+            for r, er in outs:
+                put(p, r, seq(ep, mid, er))
+        for r, _ in outs:
+            inc[r].discard(q)
+            sizes.pop((q, r), None)
+        out[q] = {}
+        inc[q] = set()
+        total = sum(sizes.values())
+        if total > budget:
+            raise FsmTooLarge("regular expression too large")
+    return out[start].get(final, NOTHING)
+
+
+def _rules(d: DFA, label: Callable[[Ranges], Expr], add_rule: Callable[[str, Expr], str], name: str) -> Expr:
+    names = [f"{name}_s{i}" for i in range(len(d.trans))]
+    for s, row in enumerate(d.trans):
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in row:
+            groups.setdefault(t, []).append((lo, hi))
+        parts = [seq(label(tuple(rs)), Ref(names[t])) for t, rs in groups.items()]
+        if d.accept[s]:
+            parts.append(EPSILON)
+        got = add_rule(names[s], alt(*parts))
+        if got != names[s]:
+            raise ValueError(f"rule name {names[s]!r} already taken")
+    return Ref(names[0])

@@ -1,0 +1,243 @@
+"""JSON string spellings for the JSON Schema frontend.
+
+String keywords (``pattern``, ``minLength``, ``format``, ``const`` ...) speak about the *decoded*
+string, a sequence of code points.  The grammar must speak about the JSON *text*, where one code
+point has several spellings.  This module builds the decoded-level language and maps every code
+point to all of its JSON spellings (:func:`spell`):
+
+* itself, unless it must be escaped (``"``, ``\\`` and U+0000..U+001F);
+* a two-character escape where JSON has one (``\\"  \\\\  \\/  \\b  \\f  \\n  \\r  \\t``);
+* ``\\uXXXX`` with hex digits in either case, for code points of the Basic Multilingual Plane
+  other than printable ASCII (lone surrogates excluded: they decode to no scalar value);
+* a UTF-16 surrogate pair ``\\uD83D\\uDE00`` for code points above U+FFFF.
+
+So one code point is one unit whatever its spelling, which is how ``minLength``/``maxLength`` count.
+
+The one spelling left out is ``\\u`` escaping of printable ASCII (``\\u0041`` for ``A``; ``"`` and
+``\\`` excepted): no JSON serializer writes it, and allowing it would multiply the size of every
+automaton that must tell property names apart.  Everything ``json.dumps`` writes, with
+``ensure_ascii`` true or false, is accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from pda.ir import (
+    EPSILON, MAX_CODE_POINT, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq, alt, chars, lit,
+    normalize_ranges, repeat, seq,
+)
+
+from . import json_schema_fsm as fsm
+
+__all__ = [
+    "spelled_except", "spell", "spell_expr", "string_literal", "digit_range", "hex_digit", "ANY_CHAR", "Ranges", "intersect_ranges",
+    "subtract_ranges",
+]
+
+Ranges = tuple[tuple[int, int], ...]
+ANY_CHAR: Ranges = ((0, 0xD7FF), (0xE000, MAX_CODE_POINT))
+_SHORT = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
+_MUST_ESCAPE: Ranges = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
+# Code points that may be written as \uXXXX: all of the BMP except printable ASCII (but " and \).
+_U_ESCAPABLE: Ranges = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0xFFFF))
+
+
+def intersect_ranges(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> Ranges:
+    """Code points in both range lists."""
+    out = []
+    for lo1, hi1 in normalize_ranges(a):
+        for lo2, hi2 in normalize_ranges(b):
+            lo, hi = max(lo1, lo2), min(hi1, hi2)
+            if lo <= hi:
+                out.append((lo, hi))
+    return normalize_ranges(out)
+
+
+def subtract_ranges(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> Ranges:
+    """Code points of ``a`` not in ``b``."""
+    from pda.ir import negate_ranges
+
+    return intersect_ranges(a, negate_ranges(b))
+
+
+# ----------------------------------------------------------------------------- digit ranges
+
+
+def hex_digit(lo: int, hi: int) -> Expr:
+    """One hex digit with value in lo..hi, letters in either case."""
+    rs = []
+    if lo <= 9:
+        rs.append((0x30 + lo, 0x30 + min(hi, 9)))
+    if hi >= 10:
+        a, b = max(lo, 10) - 10, hi - 10
+        rs += [(0x61 + a, 0x61 + b), (0x41 + a, 0x41 + b)]
+    return chars(rs)
+
+
+def dec_digit(lo: int, hi: int) -> Expr:
+    """One decimal digit with value in lo..hi."""
+    return lit(str(lo)) if lo == hi else chars([(0x30 + lo, 0x30 + hi)])
+
+
+def digit_range(lo: int, hi: int, width: int, base: int = 10) -> Expr:
+    """Fixed-width numerals (leading zeros included) with value in lo..hi."""
+    digit = hex_digit if base == 16 else dec_digit
+    if lo > hi:
+        return NOTHING
+    if width == 0:
+        return EPSILON
+    p = base ** (width - 1)
+    lo_d, lo_r = divmod(lo, p)
+    hi_d, hi_r = divmod(hi, p)
+    if lo_d == hi_d:
+        return seq(digit(lo_d, lo_d), digit_range(lo_r, hi_r, width - 1, base))
+    parts = []
+    first_full, last_full = lo_d, hi_d
+    if lo_r != 0:
+        parts.append(seq(digit(lo_d, lo_d), digit_range(lo_r, p - 1, width - 1, base)))
+        first_full += 1
+    if hi_r != p - 1:
+        last_full -= 1
+    if first_full <= last_full:
+        parts.append(seq(digit(first_full, last_full), repeat(digit(0, base - 1), width - 1, width - 1)))
+    if hi_r != p - 1:
+        parts.append(seq(digit(hi_d, hi_d), digit_range(0, hi_r, width - 1, base)))
+    return alt(*parts)
+
+
+# ----------------------------------------------------------------------------- spellings
+
+
+_spell_cache: dict[Ranges, Expr] = {}
+
+
+def _u_escape(lo: int, hi: int) -> Expr:
+    return seq(lit("\\u"), digit_range(lo, hi, 4, 16))
+
+
+def spell(ranges: Ranges) -> Expr:
+    """Every JSON spelling (inside a string literal) of one code point from ``ranges``."""
+    ranges = normalize_ranges(ranges)
+    got = _spell_cache.get(ranges)
+    if got is not None:
+        return got
+    scalar = intersect_ranges(ranges, ANY_CHAR)
+    parts: list[Expr] = []
+    plain = subtract_ranges(scalar, _MUST_ESCAPE)
+    if plain:
+        parts.append(plain_chars(plain))
+    for cp, letter in _SHORT.items():
+        if any(lo <= cp <= hi for lo, hi in scalar):
+            parts.append(lit("\\" + letter))
+    for lo, hi in intersect_ranges(scalar, _U_ESCAPABLE):
+        parts.append(_u_escape(lo, hi))
+    for lo, hi in intersect_ranges(scalar, ((0x10000, MAX_CODE_POINT),)):
+        parts.append(_surrogate_pairs(lo, hi))
+    out = alt(*parts) if parts else NOTHING
+    if len(_spell_cache) < 4096:
+        _spell_cache[ranges] = out
+    return out
+
+
+def plain_chars(ranges: Ranges) -> Expr:
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return lit(chr(ranges[0][0]))
+    return chars(ranges)
+
+
+def _surrogate_pairs(lo: int, hi: int) -> Expr:
+    """``\\uHHHH\\uLLLL`` spellings of the code points lo..hi (all above U+FFFF)."""
+    def split(cp: int) -> tuple[int, int]:
+        v = cp - 0x10000
+        return 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF)
+
+    (h1, l1), (h2, l2) = split(lo), split(hi)
+    if h1 == h2:
+        return seq(_u_escape(h1, h1), _u_escape(l1, l2))
+    parts = [seq(_u_escape(h1, h1), _u_escape(l1, 0xDFFF))]
+    if h1 + 1 <= h2 - 1:
+        parts.append(seq(_u_escape(h1 + 1, h2 - 1), _u_escape(0xDC00, 0xDFFF)))
+    parts.append(seq(_u_escape(h2, h2), _u_escape(0xDC00, l2)))
+    return alt(*parts)
+
+
+def spell_expr(e: Expr) -> Expr:
+    """Map a decoded-level regular expression to the language of its JSON spellings."""
+    if isinstance(e, Bytes):
+        text = e.data.decode("utf-8")
+        return seq(*(spell(((ord(c), ord(c)),)) for c in text))
+    if isinstance(e, CharClass):
+        return spell(e.ranges)
+    if isinstance(e, ByteClass):
+        return spell(e.ranges)
+    if isinstance(e, Seq):
+        return seq(*(spell_expr(i) for i in e.items))
+    if isinstance(e, Alt):
+        return alt(*(spell_expr(i) for i in e.items))
+    if isinstance(e, Repeat):
+        return repeat(spell_expr(e.expr), e.min, e.max)
+    if isinstance(e, Ref):
+        raise ValueError("rule reference inside a string language")
+    raise TypeError(f"not an IR node: {e!r}")
+
+
+def string_literal(text: str) -> Expr:
+    """Every JSON spelling of the string ``text``, quotes included."""
+    return seq(lit('"'), spell_expr(lit(text)) if text else EPSILON, lit('"'))
+
+
+def quoted(inner: Expr) -> Expr:
+    return seq(lit('"'), inner, lit('"'))
+
+
+def dfa_to_json(d: fsm.DFA, add_rule: object = None, name: str = "str") -> Expr:
+    """The JSON spellings (without quotes) of the decoded strings a DFA accepts."""
+    return fsm.to_expr(d, spell, add_rule=add_rule, name=name)  # type: ignore[arg-type]
+
+
+def any_string_body(lo: int = 0, hi: int | None = None) -> Expr:
+    """Spellings of any string of lo..hi code points (no quotes)."""
+    return repeat(spell(ANY_CHAR), lo, hi)
+
+
+def spelled_except(words: Iterable[str]) -> Expr:
+    """JSON spellings (no quotes) of every string *except* the given ones.
+
+    A string is not a word when it ends at a trie node that is not a word, or leaves the trie: at
+    node ``p`` with a character that is no child of ``p``.  Characters that occur in no word at
+    all leave the trie from any node, so they are factored out: ``PATHS · spell(Z) · ANY*`` with
+    ``PATHS`` every trie path and ``Z`` those characters; the rest of the trie only needs the few
+    characters that occur in the words.  The size is a small multiple of the trie's."""
+    trie: dict[str, Any] = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    used = normalize_ranges((ord(ch), ord(ch)) for w in _all_words(trie) for ch in w)
+    anything = repeat(spell(ANY_CHAR), 0, None)
+
+    def leave(node: dict[str, Any]) -> Expr:
+        kids = sorted(k for k in node if k)
+        parts = [] if "" in node else [EPSILON]
+        others = subtract_ranges(used, [(ord(k), ord(k)) for k in kids])
+        if others:
+            parts.append(seq(spell(others), anything))
+        parts += [seq(spell(((ord(k), ord(k)),)), leave(node[k])) for k in kids]
+        return alt(*parts)
+
+    def paths(node: dict[str, Any]) -> Expr:
+        kids = sorted(k for k in node if k)
+        return alt(EPSILON, *(seq(spell(((ord(k), ord(k)),)), paths(node[k])) for k in kids))
+
+    rest = subtract_ranges(ANY_CHAR, used)
+    return alt(leave(trie), seq(paths(trie), spell(rest), anything))
+
+
+def _all_words(trie: dict[str, Any], prefix: str = "") -> Iterable[str]:
+    for k, v in trie.items():
+        if k:
+            yield from _all_words(v, prefix + k)
+        else:
+            yield prefix

@@ -1,0 +1,267 @@
+"""Checking single JSON values against merged constraints, and proving schemas disjoint.
+
+Two jobs need the schema's meaning on concrete values rather than on texts:
+
+* ``enum``/``const`` members are emitted only when they also satisfy the sibling keywords
+  (``{"type": "string", "enum": ["a", 1]}`` allows only ``"a"``): :meth:`ValueChecker.check_merged`.
+* ``oneOf`` is accepted only when no value can match two branches: :func:`disjoint_conjs` proves
+  that from types, ``const``/``enum`` values, number ranges, string automata and a required
+  property whose values are disjoint (the usual "discriminator" pattern).  A proof that fails
+  only means "not proven": the caller then refuses the ``oneOf``.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from pda.errors import SchemaError
+
+from . import json_schema_fsm as fsm
+from .json_formats import FORMATS, KNOWN_UNSUPPORTED, format_expr
+from .json_schema_merge import Loc, Merged, json_equal, merge, to_decimal
+
+if TYPE_CHECKING:
+    from .json_schema import Conj, _Compiler
+
+__all__ = ["ValueChecker", "disjoint_conjs", "json_type"]
+
+
+def json_type(v: Any) -> str:
+    """The JSON Schema type name of a Python JSON value ('integer' for integral numbers)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, (float, Decimal)):
+        return "integer" if to_decimal(v) == to_decimal(v).to_integral_value() else "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    if isinstance(v, dict):
+        return "object"
+    raise SchemaError(f"{v!r} is not a JSON value")
+
+
+def unevaluated(owners: list[tuple[Loc, str, tuple[str, ...]]], evaluators: list[tuple[str, ...]]) -> list[Loc]:
+    """The ``unevaluated*`` schemas that apply to a member which the atoms with the given scopes
+    evaluate: those whose object sees none of those atoms and holds no nested ``unevaluated*``
+    (which evaluates every member it sees)."""
+    out = []
+    for u, ptr, _ in owners:
+        if any(ptr in scope for scope in evaluators):
+            continue
+        if any(other != ptr and ptr in scope for _, other, scope in owners):
+            continue
+        out.append(u)
+    return out
+
+
+class ValueChecker:
+    """Validates Python JSON values against the compiler's schemas (a small exact validator)."""
+
+    def __init__(self, c: _Compiler) -> None:
+        self.c = c
+        self._dfas: dict[tuple[str, str], fsm.DFA | None] = {}
+
+    def _pattern_dfa(self, pattern: str, ptr: str) -> fsm.DFA | None:
+        key = ("p", pattern)
+        if key not in self._dfas:
+            from .json_schema_emit import pattern_expr
+
+            e = pattern_expr(self.c, pattern, ptr)
+            self._dfas[key] = None if e is None else fsm.from_expr(e)
+        return self._dfas[key]
+
+    def _format_dfa(self, name: str, ptr: str) -> fsm.DFA | None:
+        if name in KNOWN_UNSUPPORTED:
+            self.c.unsupported(f"format {name!r} is not supported", ptr)
+        if name not in FORMATS:
+            return None
+        key = ("f", name)
+        if key not in self._dfas:
+            self._dfas[key] = fsm.from_expr(format_expr(name))
+        return self._dfas[key]
+
+    def pattern_matches(self, pattern: str, ptr: str, text: str) -> bool:
+        d = self._pattern_dfa(pattern, ptr)
+        return True if d is None else fsm.matches(d, text)
+
+    def validate(self, v: Any, locs: list[Loc], depth: int = 0) -> bool:
+        """Whether ``v`` is valid against every schema in ``locs``."""
+        if depth > 64:
+            raise RecursionError("value nesting too deep")
+        return any(self.check_merged(v, merge(conj, strict=self.c.strict), depth)
+                   for conj in self.c.flat_dnf(locs))
+
+    def value_locs(self, m: Merged, key: str) -> list[Loc]:
+        """The schemas the value of property ``key`` must satisfy in an object of ``m``."""
+        locs: list[Loc] = []
+        evaluators = []
+        for a in m.obj:
+            hits = [loc for p, loc in a.patterns if self.pattern_matches(p, loc.ptr, key)]
+            if key in a.props:
+                hits.insert(0, a.props[key])
+            if hits:
+                locs += hits
+                evaluators.append(a.scope)
+            elif a.additional is not None:
+                locs.append(a.additional)
+                evaluators.append(a.scope)
+        return locs + unevaluated(m.uneval_props, evaluators)
+
+    def item_locs(self, m: Merged, i: int | None) -> list[Loc]:
+        """The schemas item ``i`` of an array of ``m`` must satisfy (None: every item after the
+        longest prefix)."""
+        locs: list[Loc] = []
+        evaluators = []
+        for a in m.arr:
+            if i is not None and i < len(a.prefix):
+                locs.append(a.prefix[i])
+            elif a.rest is not None:
+                locs.append(a.rest)
+            else:
+                continue
+            evaluators.append(a.scope)
+        return locs + unevaluated(m.uneval_items, evaluators)
+
+    def check_merged(self, v: Any, m: Merged, depth: int = 0) -> bool:
+        """Whether the value ``v`` satisfies every constraint of ``m``."""
+        if m.enum is not None and not any(json_equal(v, e) for e in m.enum):
+            return False
+        if any(json_equal(v, x) for x in m.excluded):
+            return False
+        t = json_type(v)
+        if t not in m.types:
+            return False
+        if t in ("integer", "number"):
+            return self._number_ok(to_decimal(v), m)
+        if t == "string":
+            return self._string_ok(v, m)
+        if t == "array":
+            return self._array_ok(v, m, depth)
+        if t == "object":
+            return self._object_ok(v, m, depth)
+        return True
+
+    def _number_ok(self, d: Decimal, m: Merged) -> bool:
+        if m.lo is not None and (d < m.lo[0] or (m.lo[1] and d == m.lo[0])):
+            return False
+        if m.hi is not None and (d > m.hi[0] or (m.hi[1] and d == m.hi[0])):
+            return False
+        return all(d % k == 0 for k in m.multiples)
+
+    def _string_ok(self, s: str, m: Merged) -> bool:
+        if len(s) < m.min_len or (m.max_len is not None and len(s) > m.max_len):
+            return False
+        if not all(self.pattern_matches(p, ptr, s) for p, ptr in m.patterns):
+            return False
+        for f, ptr in m.formats:
+            d = self._format_dfa(f, ptr)
+            if d is not None and not fsm.matches(d, s):
+                return False
+        return True
+
+    def _array_ok(self, v: list[Any], m: Merged, depth: int) -> bool:
+        if len(v) < m.min_items or (m.max_items is not None and len(v) > m.max_items):
+            return False
+        if m.unique is not None and any(json_equal(a, b) for i, a in enumerate(v) for b in v[i + 1:]):
+            return False
+        for i, item in enumerate(v):
+            locs = self.item_locs(m, i)
+            if locs and not self.validate(item, locs, depth + 1):
+                return False
+        for loc, lo, hi in m.contains:
+            n = sum(1 for item in v if self.validate(item, [loc], depth + 1))
+            if n < lo or (hi is not None and n > hi):
+                return False
+        return True
+
+    def _object_ok(self, v: dict[str, Any], m: Merged, depth: int) -> bool:
+        if len(v) < m.min_props or (m.max_props is not None and len(v) > m.max_props):
+            return False
+        if any(k not in v for k in m.required):
+            return False
+        for k, x in v.items():
+            if m.names and not self.validate(k, m.names, depth + 1):
+                return False
+            locs = self.value_locs(m, k)
+            if locs and not self.validate(x, locs, depth + 1):
+                return False
+        return True
+
+
+# ----------------------------------------------------------------------------- disjointness
+
+
+def _flatten(c: _Compiler, conj: Conj) -> list[list[Loc]]:
+    from .json_schema import _Call
+
+    plain = [a for a in conj if isinstance(a, Loc)]
+    calls = [a.loc for a in conj if isinstance(a, _Call)]
+    if not calls:
+        return [plain]
+    return [plain + sub for sub in c.flat_dnf(calls)]
+
+
+def disjoint_conjs(c: _Compiler, x: Conj, y: Conj) -> bool:
+    """True when no JSON value satisfies both conjunctions (False: not proven)."""
+    try:
+        return all(_disjoint(c, fx, fy, 0) for fx in _flatten(c, x) for fy in _flatten(c, y))
+    except (RecursionError, fsm.FsmTooLarge):
+        return False
+
+
+def _disjoint_locs(c: _Compiler, a: list[Loc], b: list[Loc], depth: int) -> bool:
+    if depth > 3:
+        return False
+    return all(_disjoint(c, fx, fy, depth) for fx in c.flat_dnf(a) for fy in c.flat_dnf(b))
+
+
+def _disjoint(c: _Compiler, x: list[Loc], y: list[Loc], depth: int) -> bool:
+    from .json_schema_emit import string_dfa_of
+
+    mx, my = merge(x, strict=c.strict), merge(y, strict=c.strict)
+    for a, b in ((mx, my), (my, mx)):
+        if a.enum is not None:
+            return not any(c.value_ok(v, a) and c.value_ok(v, b) for v in a.enum)
+    common = mx.types & my.types
+    for t in common:
+        if t in ("null", "boolean", "array"):
+            return False
+        if t == "integer" and not _ranges_disjoint(mx, my):
+            return False
+        if t == "string" and not fsm.is_empty(fsm.intersect(string_dfa_of(c, mx), string_dfa_of(c, my))):
+            return False
+        if t == "object" and not _objects_disjoint(c, mx, my, depth):
+            return False
+    return True
+
+
+def _ranges_disjoint(a: Merged, b: Merged) -> bool:
+    def below(hi: tuple[Decimal, bool] | None, lo: tuple[Decimal, bool] | None) -> bool:
+        if hi is None or lo is None:
+            return False
+        return hi[0] < lo[0] or (hi[0] == lo[0] and (hi[1] or lo[1]))
+
+    return below(a.hi, b.lo) or below(b.hi, a.lo)
+
+
+def _forbidden(c: _Compiler, m: Merged, key: str) -> bool:
+    return any(loc.schema is False for loc in c.value_locs(m, key))
+
+
+def _objects_disjoint(c: _Compiler, a: Merged, b: Merged, depth: int) -> bool:
+    if (a.max_props is not None and a.max_props < b.min_props) or \
+            (b.max_props is not None and b.max_props < a.min_props):
+        return True
+    for x, y in ((a, b), (b, a)):
+        for key in x.required:
+            if _forbidden(c, y, key):
+                return True
+            if key in y.required and _disjoint_locs(c, c.value_locs(x, key), c.value_locs(y, key), depth + 1):
+                return True
+    return False

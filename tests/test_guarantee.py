@@ -8,7 +8,7 @@ and samples.  Over thousands of steps across every bundled grammar:
   byte-level :class:`~pda.ByteMatcher` fed the same bytes, which shares nothing with the token
   masks; :meth:`Grammar.is_prefix` when a generation reaches the cap);
 * the stop token is allowed exactly when the text so far is complete (the byte matcher's
-  ``is_complete``);
+  ``is_complete``, checked against :meth:`Grammar.accepts` every 8 steps);
 * whenever the stop token is picked, the text decoded from the tokens' bytes is a sentence
   (:meth:`Grammar.accepts`), and the HF tokenizer decodes the ids to the same text;
 * some token is always allowed (no dead end: the small BPE has every single byte as a token).
@@ -80,6 +80,8 @@ def generate(
         matcher.fill_next_token_bitmask(bitmask)
         allowed = bitmask_to_bool(bitmask, info.vocab_size)[0]
         complete = follow.is_complete()
+        if step % 8 == 0:  # the whole-text check too (it rebuilds its walker: too slow for every step)
+            assert grammar.accepts(text) == complete, f"the byte matcher and Grammar.accepts disagree on {text!r}"
         assert bool(allowed[stop]) == complete, f"stop allowed={bool(allowed[stop])}, complete={complete}: {text!r}"
         assert allowed.any(), f"dead end after {text!r}"
         logits = logits_fn(ids).clone()

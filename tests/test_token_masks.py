@@ -112,8 +112,7 @@ def random_split(data: bytes, info: TokenizerInfo, rng: random.Random) -> list[i
     out: list[int] = []
     pos = 0
     while pos < len(data):
-        fits = [data[pos:pos + n] for n in range(1, longest + 1) if data[pos:pos + n] in by_bytes]
-        fits = [f for f in fits if pos + len(f) <= len(data)]
+        fits = [data[pos:pos + n] for n in range(1, min(longest, len(data) - pos) + 1) if data[pos:pos + n] in by_bytes]
         piece = fits[-1] if len(fits) > 1 and rng.random() < 0.6 else rng.choice(fits)
         out.append(rng.choice(by_bytes[piece]))
         pos += len(piece)

@@ -15,6 +15,7 @@ left recursion is gone, the pushes form a DAG: each top's parent set is final be
 from __future__ import annotations
 
 import heapq
+import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -64,21 +65,29 @@ _DEAD = Config((), False)
 _MEMO_LIMIT = 200_000
 
 
+_TABLES: "weakref.WeakKeyDictionary[Automaton, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _tables(aut: Automaton) -> tuple:
+    """The automaton as Python lists (fast to index from Python), built once per automaton."""
+    got = _TABLES.get(aut)
+    if got is None:
+        got = _TABLES[aut] = (
+            aut.byte_class.tolist(), aut.is_end.tolist(), aut.has_bytes.tolist(), aut.push_rank.tolist(),
+            [aut.calls(s) for s in range(aut.num_states)], aut.rule_start.tolist(), aut.trans.tolist(),
+        )
+    return got
+
+
 class Walker:
-    """Stateless stepping over an automaton, sharing one stack arena."""
+    """Stepping over an automaton with one stack arena (memoised per arena)."""
 
     def __init__(self, aut: Automaton, arena: StackArena) -> None:
         self.aut = aut
         self.arena = arena
         self._trans = aut.trans
-        self._cls = aut.byte_class.tolist()
-        self._is_end = aut.is_end.tolist()
-        self._has_bytes = aut.has_bytes.tolist()
-        self._rank = aut.push_rank.tolist()
-        self._calls = [aut.calls(s) for s in range(aut.num_states)]
-        self._starts = aut.rule_start.tolist()
-        self._rows = aut.trans.tolist()
         self._simple = aut.simple
+        self._cls, self._is_end, self._has_bytes, self._rank, self._calls, self._starts, self._rows = _tables(aut)
         self._memo: dict[tuple[Config, int], Config] = {}
 
     def initial(self) -> Config:

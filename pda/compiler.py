@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import xxhash
 
@@ -48,8 +48,9 @@ class CompiledGrammar:
         n = self.trie.order.shape[0]
         acc = sum(c.num_accepted for c in self.classes.by_state.values())
         unc = sum(int(c.uncertain.shape[0]) for c in self.classes.by_state.values())
-        return {"states": len(self.classes.by_state), "accepted": acc, "uncertain": unc,
-                "rejected": n * len(self.classes.by_state) - acc - unc}
+        done = len(self.classes.by_state)
+        return {"states": len(self.classes.states), "computed": done, "accepted": acc, "uncertain": unc,
+                "rejected": n * done - acc - unc}
 
     def __repr__(self) -> str:
         return (f"<pda.CompiledGrammar states={self.num_states} memory={self.memory_bytes / 1e6:.1f} MB "
@@ -59,15 +60,26 @@ class CompiledGrammar:
 class GrammarCompiler:
     """Compiles grammars for one tokenizer.  With ``cache=True`` the same grammar, options and
     tokenizer give the same :class:`CompiledGrammar` object; when several threads ask for one key at
-    once, it is compiled once and the others wait for it."""
+    once, it is compiled once and the others wait for it.
+
+    ``precompute`` chooses when each automaton state's token classes are computed: ``"eager"`` (all
+    at compile time), ``"lazy"`` (each the first time a matcher needs it; compiles are fast and the
+    first mask in a new state pays a few milliseconds), or ``"auto"`` (eager up to
+    ``eager_max_states`` states, lazy beyond — large JSON Schemas visit few of their states).
+    """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache: bool = True, max_states: int = DEFAULT_MAX_STATES,
-                 max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_max_bytes: int | None = DEFAULT_MAX_BYTES) -> None:
+                 max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_max_bytes: int | None = DEFAULT_MAX_BYTES,
+                 precompute: Literal["auto", "eager", "lazy"] = "auto", eager_max_states: int = 256) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
         self.tokenizer_info = tokenizer_info
         self._options = {"max_states": max_states, "max_stack_depth": max_stack_depth}
         self._cache: CompileCache[CompiledGrammar] | None = CompileCache(cache_max_bytes) if cache else None
+        if precompute not in ("auto", "eager", "lazy"):
+            raise ValueError(f"precompute must be 'auto', 'eager' or 'lazy', got {precompute!r}")
+        self._precompute = precompute
+        self._eager_max_states = eager_max_states
 
     # ------------------------------------------------------------------ public
 
@@ -124,7 +136,9 @@ class GrammarCompiler:
                 sys.stderr.write(f"\rpda: token classes {done}/{total} states")
                 sys.stderr.flush()
 
-        classes = precompute_classes(grammar.automaton, self.tokenizer_info, progress)
+        tops = int(grammar.automaton.has_bytes.sum())
+        eager = self._precompute == "eager" or (self._precompute == "auto" and tops <= self._eager_max_states)
+        classes = precompute_classes(grammar.automaton, self.tokenizer_info, progress, eager=eager)
         if shown[0]:
             sys.stderr.write("\n")
         return CompiledGrammar(grammar, self.tokenizer_info, classes, time.perf_counter() - t0)

@@ -431,10 +431,10 @@ class GrammarMatcher:
         cfg, stopped = self._history[-1]
         if stopped or (self._terminate_without_stop and cfg.accepting):
             return
-        classes = self._compiled.classes.by_state
+        classes = self._compiled.classes
         order = self._compiled.trie.order
         for s, parents in cfg.tops:
-            c = classes[s]
+            c = classes.get(s)
             c.or_accepted_into(row)
             if c.uncertain.shape[0]:
                 ids = self._uncertain_survivors(s, parents, c.uncertain, order)

@@ -58,14 +58,69 @@ class StateClasses:
             set_bits(row, self.accepted_ids)
 
 
-@dataclass
 class TokenClasses:
-    by_state: dict[int, StateClasses]
-    words: int
+    """The token classes of every state that can be a top, computed eagerly or on first use.
+
+    ``get(state)`` returns a state's classes, computing them the first time (thread-safe; the
+    kernel releases the GIL).  ``by_state`` holds the states computed so far.
+    """
+
+    def __init__(self, aut: Automaton, tok: TokenizerInfo) -> None:
+        self.words = (tok.vocab_size + 31) // 32
+        self.by_state: dict[int, StateClasses] = {}
+        self.states = np.flatnonzero(aut.has_bytes).tolist()
+        self._trie = tok.trie
+        self._args = kernel_args(aut, return_sites(aut))
+        self._all = np.arange(self._trie.order.shape[0], dtype=np.int32)
+        self._maxlen = max_token_length(self._trie)
+        self._lock = threading.Lock()
 
     @property
     def nbytes(self) -> int:
         return sum(c.nbytes for c in self.by_state.values())
+
+    @property
+    def complete(self) -> bool:
+        return len(self.by_state) == len(self.states)
+
+    def get(self, state: int) -> StateClasses:
+        got = self.by_state.get(state)
+        if got is None:
+            got = self._compute([state], make_workspace(self._maxlen))[0]
+        return got
+
+    def _compute(self, chunk: list[int], ws: tuple, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]
+        trie, words = self._trie, self.words
+        out = np.empty(self._all.shape[0], dtype=np.int8)
+        empty_stack = np.zeros(0, dtype=np.int32)
+        got = []
+        for s in chunk:
+            walk_tokens(*self._args, trie.data, trie.offsets, self._all, s, empty_stack, True, out, ws)
+            acc = trie.order[out == TOKEN_ACCEPTED]
+            unc = self._all[(out == TOKEN_UNCERTAIN) | (out == TOKEN_OVERFLOW)]
+            if acc.shape[0] > words:
+                bits = np.zeros(words, dtype=np.int32)
+                set_bits(bits, acc.astype(np.int32))
+                cls = StateClasses(None, bits, unc)
+            else:
+                cls = StateClasses(np.sort(acc).astype(np.int32), None, unc)
+            with self._lock:
+                cls = self.by_state.setdefault(s, cls)
+                if progress is not None:
+                    progress(len(self.by_state), len(self.states))
+            got.append(cls)
+        return got
+
+    def compute_all(self, progress=None, *, threads: int | None = None) -> None:  # type: ignore[no-untyped-def]
+        """Classify every state now, on ``threads`` worker threads (default: CPU count, at most 8)."""
+        todo = [s for s in self.states if s not in self.by_state]
+        n = max(1, min(threads or os.cpu_count() or 1, 8, len(todo)))
+        if n == 1:
+            self._compute(todo, make_workspace(self._maxlen), progress)
+            return
+        with ThreadPoolExecutor(n) as pool:
+            list(pool.map(lambda chunk: self._compute(chunk, make_workspace(self._maxlen), progress),
+                          [todo[k::n] for k in range(n)]))
 
 
 def return_sites(aut: Automaton) -> tuple[np.ndarray, np.ndarray]:
@@ -87,45 +142,9 @@ def kernel_args(aut: Automaton, rets: tuple[np.ndarray, np.ndarray]) -> tuple:
 
 
 def precompute_classes(aut: Automaton, tok: TokenizerInfo, progress=None, *,  # type: ignore[no-untyped-def]
-                       threads: int | None = None) -> TokenClasses:
-    """Classify every normal token for every state that can be a top.
-
-    States are shared out among ``threads`` worker threads (default: the CPU count, at most 8);
-    the kernel releases the GIL, so they run in parallel."""
-    trie = tok.trie
-    words = (tok.vocab_size + 31) // 32
-    args = kernel_args(aut, return_sites(aut))
-    all_idx = np.arange(trie.order.shape[0], dtype=np.int32)
-    empty_stack = np.zeros(0, dtype=np.int32)
-    maxlen = max_token_length(trie)
-    states = np.flatnonzero(aut.has_bytes).tolist()
-    by_state: dict[int, StateClasses] = {}
-    lock = threading.Lock()
-    done = [0]
-
-    def work(chunk: list[int]) -> None:
-        ws = make_workspace(maxlen)
-        out = np.empty(all_idx.shape[0], dtype=np.int8)
-        for s in chunk:
-            walk_tokens(*args, trie.data, trie.offsets, all_idx, s, empty_stack, True, out, ws)
-            acc = trie.order[out == TOKEN_ACCEPTED]
-            unc = all_idx[(out == TOKEN_UNCERTAIN) | (out == TOKEN_OVERFLOW)]
-            if acc.shape[0] > words:
-                bits = np.zeros(words, dtype=np.int32)
-                set_bits(bits, acc.astype(np.int32))
-                cls = StateClasses(None, bits, unc)
-            else:
-                cls = StateClasses(np.sort(acc).astype(np.int32), None, unc)
-            with lock:
-                by_state[s] = cls
-                done[0] += 1
-                if progress is not None:
-                    progress(done[0], len(states))
-
-    n = max(1, min(threads or os.cpu_count() or 1, 8, len(states)))
-    if n == 1:
-        work(states)
-    else:
-        with ThreadPoolExecutor(n) as pool:
-            list(pool.map(work, [states[k::n] for k in range(n)]))
-    return TokenClasses(by_state, words)
+                       threads: int | None = None, eager: bool = True) -> TokenClasses:
+    """Token classes for ``aut``: all states now (``eager``) or each on first use."""
+    classes = TokenClasses(aut, tok)
+    if eager:
+        classes.compute_all(progress, threads=threads)
+    return classes

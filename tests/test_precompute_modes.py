@@ -1,0 +1,40 @@
+"""Eager and lazy token classes give the same masks; lazy compiles classify nothing up front."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pda
+from pda.grammars import path, samples
+
+VOCAB = [bytes([i]) for i in range(256)] + [b'{"', b'":', b'",', b'"}', b'},', b"true", b"null", b"  ", b"], ", b"}]",
+                                           b"SELECT", b" FROM", b" WHERE", b"int ", b"return", b"();", b"\xe4\xb8"]
+
+
+@pytest.fixture(scope="module")
+def tok() -> pda.TokenizerInfo:
+    return pda.TokenizerInfo.from_vocab_bytes(VOCAB + [b"<eos>"], stop_token_ids=[len(VOCAB)],
+                                              special_token_ids=[len(VOCAB)])
+
+
+@pytest.mark.parametrize("name", ["json", "sql_select", "c_like"])
+def test_lazy_masks_equal_eager_masks(tok: pda.TokenizerInfo, name: str) -> None:
+    text = path(name).read_text(encoding="utf-8")
+    eager = pda.GrammarCompiler(tok, precompute="eager").compile_grammar(text)
+    lazy = pda.GrammarCompiler(tok, precompute="lazy").compile_grammar(text)
+    assert eager.classes.complete
+    assert not lazy.classes.by_state  # nothing classified before the first mask
+    for doc in samples(name)[0][:2]:
+        data = doc.read_bytes()
+        me, ml = pda.GrammarMatcher(eager), pda.GrammarMatcher(lazy)
+        for b in data:
+            assert np.array_equal(me.next_token_mask(), ml.next_token_mask())
+            assert me.accept_token(b) and ml.accept_token(b)
+        assert np.array_equal(me.next_token_mask(), ml.next_token_mask())
+    assert 0 < len(lazy.classes.by_state) <= len(lazy.classes.states)
+
+
+def test_precompute_option_is_checked(tok: pda.TokenizerInfo) -> None:
+    with pytest.raises(ValueError, match="precompute must be 'auto', 'eager' or 'lazy', got 'sometimes'"):
+        pda.GrammarCompiler(tok, precompute="sometimes")  # type: ignore[arg-type]

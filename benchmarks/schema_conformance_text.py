@@ -17,6 +17,8 @@ accepts (the number that must stay 0).  Text level only: no tokenizer is involve
 from __future__ import annotations
 
 import argparse
+import re
+from collections import Counter
 import json
 import signal
 import sys
@@ -69,6 +71,9 @@ def cases(path: Path, limit: int | None, only: str | None) -> Iterator[tuple[str
             yield name, f"{name}#{i} {group['description']}", group["schema"], group["tests"]
 
 
+REASONS: Counter[str] = Counter()
+
+
 def run(path: Path, limit: int | None, only: str | None, show: int, timeout: int) -> dict[str, dict[str, int]]:
     stats: dict[str, dict[str, int]] = {}
     shown = 0
@@ -106,6 +111,7 @@ def run(path: Path, limit: int | None, only: str | None, show: int, timeout: int
             print(f"timeout {cid}", flush=True)
         except UnsupportedSchemaError as e:
             st["unsupported"] += 1
+            REASONS[re.sub(r"'[^']*'|\{.*\}|\[.*\]|\d+", "_", e.message)[:90]] += 1
             if show < 0:
                 print(f"unsupported {cid}: {e}", flush=True)
         except (SchemaError, PdaError, RecursionError, ValueError, KeyError, TypeError, AssertionError) as e:
@@ -134,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         for f in FIELDS:
             total[f] += st[f]
     print(f"{'TOTAL':<40}" + "".join(f"{total[f]:>14}" for f in FIELDS))
-    print(f"({time.time() - t0:.1f} s)")
+    print(f"({time.time() - t0:.1f} s)\n\nunsupported, by reason:")
+    for reason, n in REASONS.most_common(20):
+        print(f"{n:>6}  {reason}")
     if args.json:
         Path(args.json).write_text(json.dumps({"subsets": stats, "total": total}, indent=1))
     return 1 if total["false_accepts"] else 0

@@ -47,7 +47,7 @@ from typing import Any, Literal
 from urllib.parse import unquote, urldefrag
 
 from pda.errors import SchemaError, UnsupportedSchemaError
-from pda.ir import EPSILON, NOTHING, Expr, GrammarIR, Ref, alt, lit, repeat, seq, to_ebnf
+from pda.ir import EPSILON, NOTHING, Alt, Expr, GrammarIR, Ref, Repeat, Seq, alt, lit, repeat, seq, to_ebnf
 
 from . import json_schema_fsm as fsm
 from .json_numbers import any_number
@@ -109,7 +109,7 @@ def json_schema_to_ir(
     body = c.compile([c.root], 0)
     rules = {"root": body}
     rules.update(c.rules)
-    return GrammarIR(rules, "root")
+    return GrammarIR(_inline_single_use(rules, "root"), "root")
 
 
 def json_schema_to_ebnf(schema: Any, **options: Any) -> str:
@@ -122,6 +122,56 @@ def json_any_ir(*, whitespace: Whitespace = "flexible", max_whitespace: int | No
                 separators: tuple[str, str] | None = None) -> GrammarIR:
     """Any JSON value (the grammar of the schema ``true``)."""
     return json_schema_to_ir(True, whitespace=whitespace, max_whitespace=max_whitespace, separators=separators)
+
+
+def _inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
+    """Substitute every non-recursive rule that is called once into its caller (and drop unused
+    rules), so that each remaining rule's body shows its real size: the core's inliner judges a
+    rule by the size of its body, and a small body calling a big single-use rule would mislead it."""
+    from pda.ir import refs_of
+
+    graph = {n: {r.name for r in refs_of(b)} for n, b in rules.items()}
+    recursive: set[str] = set()
+    for name in rules:  # a rule is recursive when it reaches itself
+        seen, todo = set(), list(graph[name])
+        while todo:
+            x = todo.pop()
+            if x == name:
+                recursive.add(name)
+                break
+            if x not in seen and x in graph:
+                seen.add(x)
+                todo.extend(graph[x])
+    uses: dict[str, int] = {n: 0 for n in rules}
+    for b in rules.values():
+        for r in refs_of(b):
+            uses[r.name] = uses.get(r.name, 0) + 1
+    single = {n for n in rules if n != root and n not in recursive and uses[n] == 1}
+    done: dict[str, Expr] = {}
+
+    def expand(e: Expr) -> Expr:
+        if isinstance(e, Ref):
+            if e.name not in single:
+                return e
+            if e.name not in done:
+                done[e.name] = expand(rules[e.name])
+            return done[e.name]
+        if isinstance(e, Seq):
+            return seq(*(expand(i) for i in e.items))
+        if isinstance(e, Alt):
+            return alt(*(expand(i) for i in e.items))
+        if isinstance(e, Repeat):
+            return repeat(expand(e.expr), e.min, e.max)
+        return e
+
+    out = {n: expand(b) for n, b in rules.items() if n not in single}
+    reached, todo = {root}, [root]
+    while todo:
+        for r in refs_of(out[todo.pop()]):
+            if r.name not in reached:
+                reached.add(r.name)
+                todo.append(r.name)
+    return {n: b for n, b in out.items() if n in reached}
 
 
 def _layout(whitespace: Whitespace, max_ws: int | None, separators: tuple[str, str] | None) -> Layout:

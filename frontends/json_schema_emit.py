@@ -353,7 +353,9 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
                 t_null, t_ne = body(i + 1, min(n + 1, cap))
                 tail = alt(EPSILON, t_ne) if t_null else t_ne
                 parts.append(seq(sep if n else EPSILON, text, tail))
-            out = (nullable, c.share(alt(*parts), "obj"))
+            # (0, 0) is not shared: a rule holding only "{ Ref }" would look small to the core's
+            # inliner, which would then copy the whole object into every caller.
+            out = (nullable, alt(*parts) if key == (0, 0) else c.share(alt(*parts), "obj"))
         memo[key] = out
         return out
 

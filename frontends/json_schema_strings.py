@@ -109,11 +109,35 @@ def digit_range(lo: int, hi: int, width: int, base: int = 10) -> Expr:
 # ----------------------------------------------------------------------------- spellings
 
 
+def digit_set(ranges: Iterable[tuple[int, int]], width: int, base: int = 16) -> Expr:
+    """Fixed-width numerals whose value is in any of ``ranges``, as one digit trie (leading
+    digits with the same continuations share one class)."""
+    rs = normalize_ranges(ranges)
+    if not rs:
+        return NOTHING
+    if width == 0:
+        return EPSILON
+    digit = hex_digit if base == 16 else dec_digit
+    if rs == ((0, base ** width - 1),):
+        return repeat(digit(0, base - 1), width, width)
+    p = base ** (width - 1)
+    by_digit: dict[int, list[tuple[int, int]]] = {}
+    for lo, hi in rs:
+        for d in range(lo // p, hi // p + 1):
+            by_digit.setdefault(d, []).append((max(lo, d * p) - d * p, min(hi, d * p + p - 1) - d * p))
+    groups: dict[Ranges, list[int]] = {}
+    for d, sub in by_digit.items():
+        groups.setdefault(normalize_ranges(sub), []).append(d)
+    parts = []
+    for sub, ds in groups.items():
+        cls = alt(*(digit(a, b) for a, b in normalize_ranges((d, d) for d in ds)))
+        if isinstance(cls, Alt) and all(isinstance(x, CharClass) for x in cls.items):
+            cls = chars(r for x in cls.items for r in x.ranges)  # type: ignore[union-attr]
+        parts.append(seq(cls, digit_set(sub, width - 1, base)))
+    return alt(*parts)
+
+
 _spell_cache: dict[Ranges, Expr] = {}
-
-
-def _u_escape(lo: int, hi: int) -> Expr:
-    return seq(lit("\\u"), digit_range(lo, hi, 4, 16))
 
 
 def spell(ranges: Ranges) -> Expr:
@@ -127,13 +151,17 @@ def spell(ranges: Ranges) -> Expr:
     plain = subtract_ranges(scalar, _MUST_ESCAPE)
     if plain:
         parts.append(plain_chars(plain))
-    for cp, letter in _SHORT.items():
-        if any(lo <= cp <= hi for lo, hi in scalar):
-            parts.append(lit("\\" + letter))
-    for lo, hi in intersect_ranges(scalar, _U_ESCAPABLE):
-        parts.append(_u_escape(lo, hi))
-    for lo, hi in intersect_ranges(scalar, ((0x10000, MAX_CODE_POINT),)):
-        parts.append(_surrogate_pairs(lo, hi))
+    after_backslash: list[Expr] = []
+    letters = [letter for cp, letter in _SHORT.items() if any(lo <= cp <= hi for lo, hi in scalar)]
+    if letters:
+        after_backslash.append(chars([(ord(x), ord(x)) for x in letters]))
+    bmp = intersect_ranges(scalar, _U_ESCAPABLE)
+    hexes = [digit_set(bmp, 4)] if bmp else []
+    hexes += [_surrogate_pairs(lo, hi) for lo, hi in intersect_ranges(scalar, ((0x10000, MAX_CODE_POINT),))]
+    if hexes:
+        after_backslash.append(seq(lit("u"), alt(*hexes)))
+    if after_backslash:
+        parts.append(seq(lit("\\"), alt(*after_backslash)))
     out = alt(*parts) if parts else NOTHING
     if len(_spell_cache) < 4096:
         _spell_cache[ranges] = out
@@ -147,18 +175,28 @@ def plain_chars(ranges: Ranges) -> Expr:
 
 
 def _surrogate_pairs(lo: int, hi: int) -> Expr:
-    """``\\uHHHH\\uLLLL`` spellings of the code points lo..hi (all above U+FFFF)."""
+    """``HHHH\\uLLLL`` (after a ``\\u``): the UTF-16 pairs of the code points lo..hi (above U+FFFF)."""
     def split(cp: int) -> tuple[int, int]:
         v = cp - 0x10000
         return 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF)
 
+    def pair(h1: int, h2: int, l1: int, l2: int) -> Expr:
+        return seq(digit_set([(h1, h2)], 4), lit("\\u"), digit_set([(l1, l2)], 4))
+
     (h1, l1), (h2, l2) = split(lo), split(hi)
     if h1 == h2:
-        return seq(_u_escape(h1, h1), _u_escape(l1, l2))
-    parts = [seq(_u_escape(h1, h1), _u_escape(l1, 0xDFFF))]
-    if h1 + 1 <= h2 - 1:
-        parts.append(seq(_u_escape(h1 + 1, h2 - 1), _u_escape(0xDC00, 0xDFFF)))
-    parts.append(seq(_u_escape(h2, h2), _u_escape(0xDC00, l2)))
+        return pair(h1, h1, l1, l2)
+    parts = []
+    first_full, last_full = h1, h2
+    if l1 != 0xDC00:
+        parts.append(pair(h1, h1, l1, 0xDFFF))
+        first_full += 1
+    if l2 != 0xDFFF:
+        last_full -= 1
+    if first_full <= last_full:
+        parts.append(pair(first_full, last_full, 0xDC00, 0xDFFF))
+    if l2 != 0xDFFF:
+        parts.append(pair(h2, h2, 0xDC00, l2))
     return alt(*parts)
 
 

@@ -1,0 +1,136 @@
+"""The JSON Schema frontend's building blocks, checked by brute force against exact arithmetic.
+
+* :mod:`pda.frontends.json_numbers` — number texts within bounds / multiples, compared with
+  ``decimal.Decimal`` over a few thousand generated texts;
+* :mod:`pda.frontends.json_schema_fsm` — intersection, difference, complement, length limits and
+  the way back to IR, compared with set operations over all short strings;
+* :mod:`pda.frontends.json_schema_strings` — every JSON spelling of a code point, and the
+  "any string but these" language, compared with ``json.loads``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import re
+from decimal import Decimal
+
+import pytest
+
+from pda import Grammar
+from pda.frontends import json_schema_fsm as fsm
+from pda.frontends.json_numbers import Bound, multiples_dfa, number_expr
+from pda.frontends.json_schema_strings import quoted, spell, spelled_except
+from pda.ir import GrammarIR, alt, chars, lit, plus, seq, star
+
+
+def _number_texts(n: int = 1500) -> list[str]:
+    rng = random.Random(7)
+    out = {"0", "-0", "0.0", "-0.0", "1", "10", "1.5", "1.50", "-1.5", "0.001", "100", "99.99", "1e2", "1.5e-3"}
+    while len(out) < n:
+        ip = rng.choice(["0", str(rng.randint(1, 9)), str(rng.randint(10, 999)), str(rng.randint(1000, 10 ** 6))])
+        fp = rng.choice(["", "", "." + "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 4)))])
+        ex = rng.choice(["", "", "", "e" + rng.choice(["", "+", "-"]) + rng.choice(["0", "1", "2", "05", "12"])])
+        out.add(rng.choice(["", "-"]) + ip + fp + ex)
+    return sorted(out)
+
+
+TEXTS = _number_texts()
+D = Decimal
+BOUNDS: list[tuple[Bound | None, Bound | None]] = [
+    ((D("1.5"), False), None),
+    ((D("1.5"), True), None),
+    (None, (D("-2.25"), True)),
+    ((D("-3"), False), (D("7.25"), True)),
+    ((D(0), True), None),
+    ((D(0), False), (D(0), False)),
+    ((D("0.001"), False), (D(100), False)),
+    ((D("-100"), True), (D("-0.5"), False)),
+]
+
+
+def _in(v: Decimal, lo: Bound | None, hi: Bound | None) -> bool:
+    return (lo is None or v > lo[0] or (v == lo[0] and not lo[1])) and \
+        (hi is None or v < hi[0] or (v == hi[0] and not hi[1]))
+
+
+@pytest.mark.parametrize("integer", [False, True])
+@pytest.mark.parametrize("lo,hi", BOUNDS)
+def test_bounds_exact(lo: Bound | None, hi: Bound | None, integer: bool) -> None:
+    d = fsm.from_expr(number_expr(integer=integer, lo=lo, hi=hi))
+    for t in TEXTS:
+        v = D(t)
+        ok = _in(v, lo, hi) and (not integer or v == v.to_integral_value())
+        got = fsm.matches(d, t)
+        assert not (got and not ok), f"accepts {t}"
+        plain = "e" not in t and (not integer or "." not in t or set(t.split(".")[1]) <= {"0"})
+        normalised = "e" in t and re.fullmatch(r"[1-9](\.[0-9]+)?", t.lstrip("-").split("e")[0]) is not None
+        if ok and (plain or (normalised and not integer)):
+            assert got, f"rejects {t}"
+
+
+@pytest.mark.parametrize("m", ["3", "7", "0.25", "100", "0.01", "1.5"])
+@pytest.mark.parametrize("integer", [False, True])
+def test_multiple_of_exact(m: str, integer: bool) -> None:
+    lo, hi = (D(-50), False), (D(200), True)
+    d = multiples_dfa(integer, lo, hi, (D(m),))
+    for t in TEXTS:
+        v = D(t)
+        ok = _in(v, lo, hi) and v % D(m) == 0 and (not integer or v == v.to_integral_value())
+        got = fsm.matches(d, t)
+        assert got == ok or (not got and ("e" in t or (integer and "." in t))), t
+
+
+def _strings(alphabet: str, n: int) -> list[str]:
+    return ["".join(p) for k in range(n + 1) for p in itertools.product(alphabet, repeat=k)]
+
+
+def test_fsm_operations_against_sets() -> None:
+    a = fsm.from_expr(seq(star(chars([(97, 98)])), lit("c")))          # [ab]*c
+    b = fsm.from_expr(alt(lit("abc"), plus(lit("a")), lit("c")))      # abc | a+ | c
+    words = _strings("abc", 5)
+    la = {w for w in words if fsm.matches(a, w)}
+    lb = {w for w in words if fsm.matches(b, w)}
+    assert la == {w for w in words if w.endswith("c") and set(w[:-1]) <= {"a", "b"}}
+    assert {w for w in words if fsm.matches(fsm.intersect(a, b), w)} == la & lb
+    assert {w for w in words if fsm.matches(fsm.union(a, b), w)} == la | lb
+    assert {w for w in words if fsm.matches(fsm.difference(a, b), w)} == la - lb
+    assert {w for w in words if fsm.matches(fsm.complement(a), w)} == set(words) - la
+    short = fsm.intersect(a, fsm.length_dfa(2, 3))
+    assert {w for w in words if fsm.matches(short, w)} == {w for w in la if 2 <= len(w) <= 3}
+    back = fsm.from_expr(fsm.to_expr(fsm.difference(a, b)))
+    assert {w for w in words if fsm.matches(back, w)} == la - lb
+    assert fsm.is_empty(fsm.intersect(fsm.literal_set_dfa(["x"]), a))
+
+
+def test_to_expr_falls_back_to_rules() -> None:
+    d = multiples_dfa(True, None, None, (D(7),))
+    rules: dict[str, object] = {}
+
+    def add(name: str, body: object) -> str:
+        rules[name] = body
+        return name
+
+    e = fsm.to_expr(d, add_rule=add, name="m7", budget=50)  # type: ignore[arg-type]
+    g = Grammar.from_ir(GrammarIR({"root": e, **rules}, "root"))  # type: ignore[dict-item]
+    for n in range(0, 300, 1):
+        assert g.accepts(str(n)) == (n % 7 == 0), n
+    with pytest.raises(fsm.FsmTooLarge):
+        fsm.to_expr(d, budget=50)
+
+
+def test_spell_matches_json_decoding() -> None:
+    g = Grammar.from_ir(GrammarIR({"root": quoted(star(spell(((0, 0x10FFFF),))))}, "root"))
+    for s in ["", "plain", '"\\/', "\b\f\n\r\t\u0000\u001f\u007f", "é中😀", "\u2028"]:
+        assert g.accepts(json.dumps(s)) and g.accepts(json.dumps(s, ensure_ascii=False))
+    for bad in ['"\\ud800"', '"\\udc00x"', '"\\x41"', '"\u0001"', '"\\u12"', '"\\U0041"', '"\\u0041"']:
+        assert not g.accepts(bad), bad
+
+
+def test_spelled_except_against_decoding() -> None:
+    words = ["", "a", "ab", "a/b", "é", "x\"y"]
+    g = Grammar.from_ir(GrammarIR({"root": quoted(spelled_except(words))}, "root"))
+    for w in _strings("ab/é\"", 3) + ["x\"y", "x\"", "x\"yy", "😀"]:
+        for text in (json.dumps(w), json.dumps(w, ensure_ascii=False)):
+            assert g.accepts(text) == (w not in words), text

@@ -42,6 +42,7 @@ Departures from plain JSON Schema validation (all make the grammar *stricter*, n
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from typing import Any, Literal
 from urllib.parse import unquote, urldefrag
@@ -104,6 +105,9 @@ def json_schema_to_ir(
     cannot be enforced exactly (unless ``lenient``).
     """
     root = _load(schema)
+    if isinstance(root, dict) and isinstance(root.get("$schema"), str) and \
+            re.search(r"draft-0[34]/", root["$schema"]):
+        root = _draft4_ids(root)
     layout = _layout(whitespace, max_whitespace, separators)
     c = _Compiler(root, layout, strict=strict, lenient=lenient)
     body = c.compile([c.root], 0)
@@ -122,6 +126,26 @@ def json_any_ir(*, whitespace: Whitespace = "flexible", max_whitespace: int | No
                 separators: tuple[str, str] | None = None) -> GrammarIR:
     """Any JSON value (the grammar of the schema ``true``)."""
     return json_schema_to_ir(True, whitespace=whitespace, max_whitespace=max_whitespace, separators=separators)
+
+
+def _draft4_ids(s: Any) -> Any:
+    """A draft-03/04 document with its ``id`` keywords spelled ``$id`` (and its ``$id``, which
+    those drafts do not know, dropped), so one code path resolves references for every draft."""
+    if not isinstance(s, dict):
+        return s
+    out = {k: v for k, v in s.items() if k != "$id"}
+    if isinstance(s.get("id"), str):
+        out["$id"] = s["id"]
+    for kw in _SUBSCHEMA_MAPS:
+        if isinstance(s.get(kw), dict):
+            out[kw] = {k: _draft4_ids(v) for k, v in s[kw].items()}
+    for kw in _SUBSCHEMA_ONE:
+        if isinstance(s.get(kw), dict):
+            out[kw] = _draft4_ids(s[kw])
+    for kw in _SUBSCHEMA_LISTS:
+        if isinstance(s.get(kw), list):
+            out[kw] = [_draft4_ids(v) for v in s[kw]]
+    return out
 
 
 def _inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
@@ -151,11 +175,7 @@ def _inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
 
     def expand(e: Expr) -> Expr:
         if isinstance(e, Ref):
-            if e.name not in single:
-                return e
-            if e.name not in done:
-                done[e.name] = expand(rules[e.name])
-            return done[e.name]
+            return done.get(e.name, e) if e.name in single else e
         if isinstance(e, Seq):
             return seq(*(expand(i) for i in e.items))
         if isinstance(e, Alt):
@@ -164,6 +184,20 @@ def _inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
             return repeat(expand(e.expr), e.min, e.max)
         return e
 
+    # Expand single-use rules callees first (iterative post-order), so no recursion crosses rules.
+    for start in single:
+        if start in done:
+            continue
+        stack = [(start, False)]
+        while stack:
+            name, ready = stack.pop()
+            if name in done:
+                continue
+            if ready:
+                done[name] = expand(rules[name])
+                continue
+            stack.append((name, True))
+            stack.extend((d, False) for d in graph[name] if d in single and d not in done)
     out = {n: expand(b) for n, b in rules.items() if n not in single}
     reached, todo = {root}, [root]
     while todo:
@@ -273,11 +307,9 @@ class _Compiler:
         s = loc.schema
         if not isinstance(s, dict):
             return
-        for key in ("$id", "id"):
+        for key in ("$id",):
             v = s.get(key)
-            if isinstance(v, str) and (key == "$id" or not isinstance(s.get("$id"), str)):
-                if key == "id" and loc.ptr.endswith("/properties"):
-                    continue
+            if isinstance(v, str):
                 uri, frag = urldefrag(join_uri(loc.base, v))
                 if v.startswith("#") and frag:
                     self.anchors[(uri, frag)] = loc

@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 from pda.errors import RegexError, SchemaError, UnsupportedRegexError, UnsupportedSchemaError
-from pda.ir import EPSILON, NOTHING, CharClass, Expr, Repeat, Seq, alt, chars, lit, opt, repeat, seq, star
+from pda.ir import EPSILON, NOTHING, CharClass, Expr, Ref, Repeat, Seq, alt, chars, lit, opt, repeat, seq, star
 
 from . import json_schema_fsm as fsm
 from .json_formats import FORMATS, KNOWN_UNSUPPORTED, format_expr
@@ -188,36 +188,44 @@ def string_dfa_of(c: _Compiler, m: Merged) -> fsm.DFA:
     return d
 
 
+MAX_STRING_STATES = 300
+
+
+def _universal(e: Expr) -> bool:
+    """Whether a decoded-string language is every string (e.g. the pattern ``.*`` or ``(x+)?``)."""
+    try:
+        d = fsm.from_expr(e)
+    except fsm.FsmTooLarge:
+        return False
+    return d.size == 1 and d.accept[0] and fsm.complement(d).size == 0
+
+
 def emit_string(c: _Compiler, m: Merged) -> Expr:
-    langs = _string_langs(c, m)
+    langs = [e for e in _string_langs(c, m) if not _universal(e)]
     lo, hi = m.min_len, m.max_len
     banned = [v for v in m.excluded if isinstance(v, str)]
-    if banned:
-        try:
-            d = fsm.difference(fsm.length_dfa(lo, hi), fsm.literal_set_dfa(banned))
-            for e in langs:
-                d = fsm.intersect(d, fsm.from_expr(e))
-            return quoted(dfa_to_json(d, c.add_rule, c.fresh("str")))
-        except fsm.FsmTooLarge:
-            c.unsupported("the string constraints are too large to combine exactly", m.patterns[0][1]
-                          if m.patterns else "")
-    if not langs:
+    if not langs and not banned:
         return quoted(repeat(spell(ANY_CHAR), lo, hi))
-    if len(langs) == 1:
+    if len(langs) == 1 and not banned:
         if lo == 0 and hi is None:
             return quoted(spell_expr(langs[0]))
         r = restrict_len(langs[0], lo, hi)
         if r is not None:
             return quoted(spell_expr(r))
+    where = (m.patterns or m.formats or [("", m.enum_ptr)])[0][1]
     try:
         d = fsm.length_dfa(lo, hi)
+        if banned:
+            d = fsm.difference(d, fsm.literal_set_dfa(banned))
         for e in langs:
             d = fsm.intersect(d, fsm.from_expr(e))
-        return quoted(dfa_to_json(d, c.add_rule, c.fresh("str")))
+        if d.size <= MAX_STRING_STATES:
+            return quoted(dfa_to_json(d, c.add_rule, c.fresh("str")))
     except fsm.FsmTooLarge:
-        c.unsupported("the string constraints (pattern, format, length) are too large to combine exactly",
-                      (m.patterns or m.formats or [("", "")])[0][1])
-        return quoted(spell_expr(langs[0]))
+        pass
+    c.unsupported("the string constraints (pattern, format, minLength/maxLength) are too large to combine "
+                  "exactly", where)
+    return quoted(spell_expr(langs[0])) if langs else quoted(repeat(spell(ANY_CHAR), lo, hi))
 
 
 # ----------------------------------------------------------------------------- arrays
@@ -323,44 +331,53 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
     if hi is not None and sum(1 for _, r in members if r) > hi:
         return NOTHING
     cap = max(1, lo, hi + 1 if hi is not None else 0)
-    memo: dict[tuple[int, int], tuple[bool, Expr]] = {}
+    def extras(n: int) -> tuple[bool, Expr]:
+        """Undeclared members after n members: (may be none, the non-empty part)."""
+        kmin = max(0, lo - n)
+        kmax = None if hi is None else hi - n
+        if kmax is not None and kmax < 0:
+            return False, NOTHING
+        if extra == NOTHING or kmax == 0:
+            return kmin == 0, NOTHING
+        if n == 0:
+            return kmin == 0, seq(extra, repeat(seq(sep, extra), max(kmin - 1, 0), None if kmax is None else kmax - 1))
+        return kmin == 0, repeat(seq(sep, extra), max(kmin, 1), kmax)
 
-    def body(i: int, n: int) -> tuple[bool, Expr]:
-        """Members i.. after n members so far: (may be empty, the non-empty part).
+    # rest[i][n]: members i.. when n (capped) members came before, each led by a separator, as
+    # (may be empty, the non-empty part).  Built from the end; only non-empty parts become rules
+    # (so the core never strips the empty string out of a rule body), and only big ones (the
+    # core inlines rules of up to 200 nodes, so smaller ones would be copied back anyway).
+    rest: list[dict[int, tuple[bool, Expr]]] = [{} for _ in range(len(members) + 1)]
+    rest[len(members)] = {n: extras(n) for n in range(1, cap + 1)}
 
-        Only non-empty expressions are shared as rules, so the core never has to strip the empty
-        string out of a rule body (which would copy it)."""
-        key = (i, n)
-        if key in memo:
-            return memo[key]
-        if i == len(members):
-            kmin = max(0, lo - n)
-            kmax = None if hi is None else hi - n
-            if extra == NOTHING or kmax == 0:
-                out = (kmin == 0, NOTHING)
-            elif n == 0:
-                out = (kmin == 0, seq(extra, repeat(seq(sep, extra), max(kmin - 1, 0),
-                                                    None if kmax is None else kmax - 1)))
-            else:
-                out = (kmin == 0, repeat(seq(sep, extra), max(kmin, 1), kmax))
-        else:
-            text, req = members[i]
+    def tail(i: int, n: int) -> Expr:
+        nullable, ne = rest[i][min(n, cap)]
+        return alt(EPSILON, ne) if nullable else ne
+
+    for i in range(len(members) - 1, -1, -1):
+        text, req = members[i]
+        for n in range(1, cap + 1):
             nullable, parts = False, []
             if not req:
-                nullable, skip = body(i + 1, n)
+                nullable, skip = rest[i + 1][n]
                 parts.append(skip)
             if hi is None or n < hi:
-                t_null, t_ne = body(i + 1, min(n + 1, cap))
-                tail = alt(EPSILON, t_ne) if t_null else t_ne
-                parts.append(seq(sep if n else EPSILON, text, tail))
-            # (0, 0) is not shared: a rule holding only "{ Ref }" would look small to the core's
-            # inliner, which would then copy the whole object into every caller.
-            out = (nullable, alt(*parts) if key == (0, 0) else c.share(alt(*parts), "obj"))
-        memo[key] = out
-        return out
-
-    nullable, ne = body(0, 0)
-    nonempty = seq(open_, ne, close)
+                parts.append(seq(sep, text, tail(i + 1, n + 1)))
+            e = alt(*parts)
+            if e not in (NOTHING, EPSILON) and fsm._size(e) > 200:
+                e = Ref(c.add_rule(c.fresh("obj"), e))
+            rest[i][n] = (nullable, e)
+    # The first member has no separator: one flat alternative per choice of the first member.
+    firsts = []
+    for j, (text, req) in enumerate(members):
+        if hi is None or hi >= 1:
+            firsts.append(seq(text, tail(j + 1, 1)))
+        if req:
+            break
+    else:
+        firsts.append(extras(0)[1])
+    nullable = all(not r for _, r in members) and extras(0)[0]
+    nonempty = seq(open_, alt(*firsts), close)
     return alt(empty, nonempty) if nullable else nonempty
 
 

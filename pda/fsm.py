@@ -306,6 +306,12 @@ def _hopcroft(d: RuleDFA, live: list[bool]) -> list[int]:
             if live[t]:
                 inv[call_sym[r]].setdefault(t, []).append(q)
     used = [sym for sym in range(nsym) if inv[sym]]
+    # the symbols on which each state has incoming edges: a work item (block, sym) whose block has
+    # no incoming sym edge is a no-op, so it is never queued
+    in_syms: list[set[int]] = [set() for _ in range(n)]
+    for sym in used:
+        for t in inv[sym]:
+            in_syms[t].add(sym)
     acc = [q for q in states if d.accept[q]]
     rej = [q for q in states if not d.accept[q]]
     blocks: list[set[int]] = [set(b) for b in (acc, rej) if b]
@@ -313,7 +319,7 @@ def _hopcroft(d: RuleDFA, live: list[bool]) -> list[int]:
     for i, b in enumerate(blocks):
         for q in b:
             block_of[q] = i
-    work: set[tuple[int, int]] = {(i, sym) for i in range(len(blocks)) for sym in used}
+    work: set[tuple[int, int]] = {(i, sym) for i, b in enumerate(blocks) for sym in set().union(*(in_syms[q] for q in b))}
     while work:
         a, sym = work.pop()
         table = inv[sym]
@@ -332,7 +338,12 @@ def _hopcroft(d: RuleDFA, live: list[bool]) -> list[int]:
             blocks.append(inside)
             for q in inside:
                 block_of[q] = z
-            smaller = z if len(inside) <= len(whole) else y
+            inside_syms = set().union(*(in_syms[q] for q in inside)) if len(inside) <= len(whole) else None
             for s2 in used:
-                work.add((z, s2) if (y, s2) in work else (smaller, s2))
+                if (y, s2) in work:
+                    work.add((z, s2))
+                elif inside_syms is None:
+                    work.add((y, s2))  # `whole` is the smaller half
+                elif s2 in inside_syms:
+                    work.add((z, s2))
     return [block_of[q] if live[q] else -1 for q in range(n)]

@@ -70,10 +70,12 @@ MERGE_KEYWORDS = frozenset({
     "minItems", "maxItems", "contains", "minContains", "maxContains", "uniqueItems", "unevaluatedItems",
     "properties", "patternProperties", "additionalProperties", "required", "minProperties", "maxProperties",
     "propertyNames", "unevaluatedProperties",
+    "$not", "$notPattern", "$notFormat",  # synthetic, made by json_schema_negate
 })
-COMBINATORS = frozenset({"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else"})
-UNSUPPORTED = ("dependentRequired", "dependentSchemas", "dependencies", "$dynamicRef", "$recursiveRef")
-_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+COMBINATORS = frozenset({"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentRequired",
+                         "dependentSchemas", "dependencies"})
+UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
 _SUBSCHEMA_ONE = ("additionalProperties", "additionalItems", "items", "contains", "propertyNames", "not", "if",
                   "then", "else", "unevaluatedItems", "unevaluatedProperties")
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
@@ -410,37 +412,41 @@ class _Compiler:
                 dnf = _cross(dnf, neg)
         if "then" in s or "else" in s:
             dnf = _cross(dnf, self._if_then_else(loc))
+        if any(k in s for k in ("dependentRequired", "dependentSchemas", "dependencies")):
+            dnf = _cross(dnf, self._dependencies(loc))
         return dnf
 
     def _negate(self, loc: Loc) -> list[Conj] | None:
-        """The complement of a simple schema as conjunctions of synthetic schemas (None if refused)."""
-        s = loc.schema
-        if s is True:
-            return []
-        if s is False:
-            return [[]]
-        if isinstance(s, dict):
-            keys = {k for k in s if k in MERGE_KEYWORDS or k in COMBINATORS}
-            if not keys:
-                return []
-            if keys == {"type"}:
-                from .json_schema_merge import _type_set
+        """The complement of ``loc`` as conjunctions of synthetic schemas (None if refused)."""
+        from .json_schema_negate import negate
 
-                ts = _type_set(loc) or set()
-                if "integer" in ts and "number" not in ts:
-                    self.unsupported("'not' of type integer is not supported", loc.ptr)
-                    return None
-                rest = [t for t in ("null", "boolean", "object", "array", "number", "string") if t not in ts]
-                return [[Loc({"type": rest}, loc.ptr, loc.base, loc.parents)]] if rest else []
-            if keys in ({"enum"}, {"const"}):
-                vals = s["enum"] if "enum" in s else [s["const"]]
-                if isinstance(vals, list) and all(v is None or isinstance(v, (str, bool)) for v in vals):
-                    return [[Loc({"$not": vals}, loc.ptr, loc.base, loc.parents)]]
-            if keys == {"required"} and isinstance(s["required"], list) and len(s["required"]) == 1:
-                return [[Loc({"properties": {s["required"][0]: False}}, loc.ptr, loc.base, loc.parents)]]
-        self.unsupported("'not' is supported only for type, const/enum of strings/null/booleans and one "
-                         "required name", loc.ptr)
-        return None
+        neg = negate(self, loc)
+        if neg is None:
+            return None
+        # No parents: what a negation evaluates is no annotation for unevaluated* (the spec drops
+        # the annotations of `not` and of a failed `if`).
+        return [conj for d in neg for conj in self.expand(Loc(d, loc.ptr, loc.base, ()))]
+
+    def _dependencies(self, loc: Loc) -> list[Conj]:
+        """``dependentRequired``/``dependentSchemas``/``dependencies``: for each key k, objects
+        without k, or with k and what it brings (a union, so exact)."""
+        s = loc.schema
+        dnf: list[Conj] = [[]]
+        for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
+            deps = s.get(kw)
+            if deps is None:
+                continue
+            if not isinstance(deps, dict):
+                raise SchemaError(f"'{kw}' must be an object", pointer=loc.at(kw))
+            for k, dep in deps.items():
+                absent = [Loc({"properties": {k: False}}, loc.at(kw, k), loc.base, loc.parents)]
+                if isinstance(dep, list):
+                    present = [[Loc({"required": dep}, loc.at(kw, k), loc.base, loc.parents)]]
+                else:
+                    req = Loc({"required": [k]}, loc.at(kw, k), loc.base, loc.parents)
+                    present = [[req] + c for c in self.expand(inplace(loc, kw, k))]
+                dnf = _cross(dnf, [absent] + present)
+        return dnf
 
     def _if_then_else(self, loc: Loc) -> list[Conj]:
         s = loc.schema

@@ -126,6 +126,17 @@ def _string_langs(c: _Compiler, m: Merged) -> list[Expr]:
     return langs
 
 
+def _string_negs(c: _Compiler, m: Merged) -> list[Expr]:
+    """Languages a string must *not* be in (from a negated ``pattern`` or ``format``)."""
+    out: list[Expr] = []
+    for p, ptr in m.not_patterns:
+        e = pattern_expr(c, p, ptr)
+        if e is not None:
+            out.append(e)
+    out += [format_expr(f) for f, _ in m.not_formats if f in FORMATS]
+    return out
+
+
 def _fixed_len(e: Expr) -> int | None:
     from pda.ir import Bytes
 
@@ -185,6 +196,8 @@ def string_dfa_of(c: _Compiler, m: Merged) -> fsm.DFA:
         d = fsm.difference(d, fsm.literal_set_dfa(banned))
     for e in _string_langs(c, m):
         d = fsm.intersect(d, fsm.from_expr(e))
+    for e in _string_negs(c, m):
+        d = fsm.difference(d, fsm.from_expr(e))
     return d
 
 
@@ -202,11 +215,12 @@ def _universal(e: Expr) -> bool:
 
 def emit_string(c: _Compiler, m: Merged) -> Expr:
     langs = [e for e in _string_langs(c, m) if not _universal(e)]
+    negs = _string_negs(c, m)
     lo, hi = m.min_len, m.max_len
     banned = [v for v in m.excluded if isinstance(v, str)]
-    if not langs and not banned:
+    if not langs and not banned and not negs:
         return quoted(repeat(spell(ANY_CHAR), lo, hi))
-    if len(langs) == 1 and not banned:
+    if len(langs) == 1 and not banned and not negs:
         if lo == 0 and hi is None:
             return quoted(spell_expr(langs[0]))
         r = restrict_len(langs[0], lo, hi)
@@ -219,6 +233,8 @@ def emit_string(c: _Compiler, m: Merged) -> Expr:
             d = fsm.difference(d, fsm.literal_set_dfa(banned))
         for e in langs:
             d = fsm.intersect(d, fsm.from_expr(e))
+        for e in negs:
+            d = fsm.difference(d, fsm.from_expr(e))
         if d.size <= MAX_STRING_STATES:
             return quoted(dfa_to_json(d, c.add_rule, c.fresh("str")))
     except fsm.FsmTooLarge:
@@ -317,7 +333,12 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
     for k in m.required:
         if k not in declared:
             declared.append(k)
+    # Required names that no `properties` declares "float": they may come anywhere among the
+    # undeclared members (in the order `required` lists them), when no count limits apply.
+    in_props = {k for a in m.obj for k in a.props}
+    floating = [k for k in m.required if k not in in_props] if lo == 0 and hi is None else []
     members: list[tuple[Expr, bool]] = []  # (member text, required)
+    float_texts: list[Expr] = []
     for k in declared:
         req = k in m.required
         ok = names_dfa is None or fsm.matches(names_dfa, k)
@@ -326,11 +347,18 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
             if req:
                 return NOTHING
             continue
-        members.append((c.share(seq(string_literal(k), colon, value), "prop"), req))
+        text = c.share(seq(string_literal(k), colon, value), "prop")
+        if k in floating:
+            float_texts.append(text)
+        else:
+            members.append((text, req))
     extra = _extra_members(c, m, declared, names_dfa, colon, depth)
     if hi is not None and sum(1 for _, r in members if r) > hi:
         return NOTHING
     cap = max(1, lo, hi + 1 if hi is not None else 0)
+    if float_texts:
+        return _object_with_floating(c, members, float_texts, extra, depth)
+
     def extras(n: int) -> tuple[bool, Expr]:
         """Undeclared members after n members: (may be none, the non-empty part)."""
         kmin = max(0, lo - n)
@@ -379,6 +407,31 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
     nullable = all(not r for _, r in members) and extras(0)[0]
     nonempty = seq(open_, alt(*firsts), close)
     return alt(empty, nonempty) if nullable else nonempty
+
+
+def _object_with_floating(c: _Compiler, members: list[tuple[Expr, bool]], floating: list[Expr], extra: Expr,
+                          depth: int) -> Expr:
+    """Declared members in order, then undeclared ones among which each floating (required,
+    undeclared) member appears once, in order.  Only used without minProperties/maxProperties."""
+    open_, sep, close, _ = c.layout.pieces(depth, "{}")
+    xs = star(seq(sep, extra)) if extra != NOTHING else EPSILON
+    led = seq(*(seq(xs, sep, f) for f in floating), xs)  # after at least one member
+    after_first = seq(*(seq(xs, sep, f) for f in floating[1:]), xs)
+    no_member_before = alt(seq(floating[0], after_first),
+                           seq(extra, xs, sep, floating[0], after_first) if extra != NOTHING else NOTHING)
+    tails: list[Expr] = [led] * (len(members) + 1)  # tails[i]: members i.., each led by a separator
+    for i in range(len(members) - 1, -1, -1):
+        text, req = members[i]
+        taken = seq(sep, text, tails[i + 1])
+        tails[i] = c.share(taken if req else alt(tails[i + 1], taken), "obj")
+    firsts = []
+    for j, (text, req) in enumerate(members):
+        firsts.append(seq(text, tails[j + 1]))
+        if req:
+            break
+    else:
+        firsts.append(no_member_before)
+    return seq(open_, alt(*firsts), close)
 
 
 def _extra_members(c: _Compiler, m: Merged, declared: list[str], names_dfa: fsm.DFA | None,

@@ -110,6 +110,8 @@ class Merged:
     names: list[Loc] = field(default_factory=list)
     uneval_props: list[tuple[Loc, str, tuple[str, ...]]] = field(default_factory=list)
     excluded: list[Any] = field(default_factory=list)  # values a `not: {enum}` forbids (strings/null/bools)
+    not_patterns: list[tuple[str, str]] = field(default_factory=list)  # patterns a string must not match
+    not_formats: list[tuple[str, str]] = field(default_factory=list)
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -208,8 +210,12 @@ def merge(atoms: list[Loc], *, strict: bool) -> Merged:
                 m.enum_ptr = loc.at(kw)
             else:
                 m.enum = [v for v in m.enum if any(json_equal(v, w) for w in vals)]
-        if "$not" in s:  # synthetic atom made from `not: {"enum": [...]}`
+        if "$not" in s:  # synthetic keywords made by json_schema_negate
             m.excluded += s["$not"]
+        if "$notPattern" in s:
+            m.not_patterns.append((s["$notPattern"], loc.ptr))
+        if "$notFormat" in s:
+            m.not_formats.append((s["$notFormat"], loc.ptr))
         _merge_numbers(m, loc)
         _merge_strings(m, loc)
         _merge_arrays(m, loc, strict)

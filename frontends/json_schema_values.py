@@ -163,6 +163,12 @@ class ValueChecker:
             d = self._format_dfa(f, ptr)
             if d is not None and not fsm.matches(d, s):
                 return False
+        if any(self.pattern_matches(p, ptr, s) for p, ptr in m.not_patterns):
+            return False
+        for f, ptr in m.not_formats:
+            d = self._format_dfa(f, ptr)
+            if d is not None and fsm.matches(d, s):
+                return False
         return True
 
     def _array_ok(self, v: list[Any], m: Merged, depth: int) -> bool:

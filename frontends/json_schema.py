@@ -10,7 +10,9 @@ How the schema becomes a grammar:
 
 * ``$ref`` (JSON pointers with ``~0 ~1`` and percent-escapes, ``$anchor``, ``$id``-relative refs
   within the document) — a ``$ref`` standing alone becomes a rule call, so recursive schemas are
-  pushdown calls; a ``$ref`` with sibling keywords is merged like ``allOf``.
+  pushdown calls; a ``$ref`` with sibling keywords is merged like ``allOf`` (the referenced
+  schema's properties first), except under drafts 3-7 (``$schema``), where the siblings are
+  ignored as those drafts say.
 * ``allOf``/``anyOf``/``oneOf`` are expanded into a union of conjunctions; each conjunction is
   merged keyword by keyword (types intersected, bounds tightened, properties and items
   intersected position by position, patterns intersected as automata).  ``oneOf`` is accepted
@@ -24,8 +26,12 @@ How the schema becomes a grammar:
 Departures from plain JSON Schema validation (all make the grammar *stricter*, never looser):
 
 * **Property order**: declared properties appear in the order the schema lists them (optional ones
-  may be left out), then undeclared ones (where allowed).  ``{"b":1,"a":2}`` is refused when the
-  schema declares ``a`` before ``b``.
+  may be left out), then undeclared ones (where allowed); ``{"b":1,"a":2}`` is refused when the
+  schema declares ``a`` before ``b``.  Required names that no ``properties`` declares may come
+  anywhere among the undeclared ones.  With ``property_order="any"`` (objects without
+  ``minProperties``/``maxProperties``) members may come in any order, except that required ones
+  keep their relative order; an optional or undeclared key may then be repeated (JSON parsers keep
+  the last value, which the grammar checked like every other).
 * ``strict=True`` forbids undeclared properties of objects that declare ``properties`` or
   ``patternProperties`` (when ``additionalProperties`` is not given) and items after
   ``prefixItems`` (when ``items`` is not given), as XGrammar does.
@@ -97,12 +103,13 @@ Conj = list[Atom]
 def json_schema_to_ir(
     schema: str | bytes | dict[str, Any] | bool | Any, *, whitespace: Whitespace = "flexible",
     max_whitespace: int | None = 16, separators: tuple[str, str] | None = None, strict: bool = False,
-    lenient: bool = False,
+    lenient: bool = False, property_order: Literal["schema", "any"] = "schema",
 ) -> GrammarIR:
     """The grammar of the JSON texts valid against ``schema`` (see the module docstring).
 
     ``schema`` is JSON text, a parsed schema (dict or bool), or an object with
-    ``model_json_schema()`` (a pydantic model class).  Raises :class:`~pda.errors.SchemaError`
+    ``model_json_schema()`` (a pydantic model class).  ``property_order="any"`` lets object
+    members come in any order (see the module docstring).  Raises :class:`~pda.errors.SchemaError`
     for a malformed schema and :class:`~pda.errors.UnsupportedSchemaError` for a keyword that
     cannot be enforced exactly (unless ``lenient``).
     """
@@ -111,7 +118,10 @@ def json_schema_to_ir(
             re.search(r"draft-0[34]/", root["$schema"]):
         root = _draft4_ids(root)
     layout = _layout(whitespace, max_whitespace, separators)
+    if property_order not in ("schema", "any"):
+        raise ValueError(f"property_order must be 'schema' or 'any', not {property_order!r}")
     c = _Compiler(root, layout, strict=strict, lenient=lenient)
+    c.property_order = property_order
     body = c.compile([c.root], 0)
     rules = {"root": body}
     rules.update(c.rules)
@@ -249,6 +259,10 @@ class _Compiler:
         base = root.get("$id", "") if isinstance(root, dict) and isinstance(root.get("$id"), str) else ""
         self.root = Loc(root, "", urldefrag(base)[0])
         self.layout = layout
+        self.property_order = "schema"
+        # Drafts 3 to 7: a schema with "$ref" is only the reference (its other keywords are ignored).
+        schema_uri = root.get("$schema") if isinstance(root, dict) else None
+        self.ref_overrides = isinstance(schema_uri, str) and re.search(r"draft-0[3-7]/", schema_uri) is not None
         self.strict = strict
         self.lenient = lenient
         self.rules: dict[str, Expr] = {}
@@ -390,7 +404,9 @@ class _Compiler:
             t = self.resolve(s["$ref"], loc)
             target = Loc(t.schema, t.ptr, t.base, loc.parents + (loc.ptr,))
             alone = not own and not any(k in s for k in COMBINATORS - {"$ref"})
-            dnf = [[_Call(target)]] if alone else _cross(dnf, [[_Call(target)]])
+            if alone or self.ref_overrides:
+                return [[_Call(target)]]  # up to draft 7, keywords beside $ref are ignored
+            dnf = _cross([[_Call(target)]], dnf)  # the referenced schema's properties come first
         for kw in ("allOf", "anyOf", "oneOf"):
             if kw not in s:
                 continue

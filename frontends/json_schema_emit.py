@@ -356,6 +356,16 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
     if hi is not None and sum(1 for _, r in members if r) > hi:
         return NOTHING
     cap = max(1, lo, hi + 1 if hi is not None else 0)
+    if c.property_order == "any" and lo == 0 and hi is None:
+        # Any order: required members once each (in their relative order), the others anywhere
+        # and possibly repeated (a repeated key keeps its last value, which is valid anyway).
+        loose = alt(*(t for t, r in members if not r), extra)
+        fixed = [t for t, r in members if r] + float_texts
+        if fixed:
+            return _object_with_floating(c, [], fixed, c.share(loose, "any"), depth)
+        if loose == NOTHING:
+            return empty
+        return alt(empty, seq(open_, loose, star(seq(sep, loose)), close))
     if float_texts:
         return _object_with_floating(c, members, float_texts, extra, depth)
 

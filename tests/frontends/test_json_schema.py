@@ -363,3 +363,16 @@ def test_bad_options() -> None:
         json_schema_to_ir(True, whitespace="pretty")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="separators"):
         json_schema_to_ir(True, separators=(",",))  # type: ignore[arg-type]
+
+
+def test_property_order_any() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}, "c": {}}, "required": ["c", "a"],
+              "additionalProperties": {"type": "string"}}
+    g = _grammar(schema, property_order="any")
+    # required a and c keep the order of "properties"; b and undeclared keys go anywhere
+    for text in ['{"a": 2, "c": 1}', '{"b": 0, "a": 1, "x": "s", "c": 2}', '{"a": 1, "b": 0, "c": 2, "b": 1}']:
+        assert g.accepts(text), text
+    for text in ['{"c": 1, "a": 2}', '{"a": 1}', '{"a": "x", "c": 1}', '{"a": 2, "c": 1, "x": 3}', "{}"]:
+        assert not g.accepts(text), text
+    with pytest.raises(ValueError, match="property_order"):
+        json_schema_to_ir(schema, property_order="sorted")  # type: ignore[arg-type]

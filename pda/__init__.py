@@ -21,10 +21,18 @@ from .bitmask import (
 
 __version__ = "0.1.0"
 
+
+def json_schema_to_ebnf(schema: object, **options: object) -> str:
+    """The GBNF grammar pda builds for a JSON Schema (for reading and debugging)."""
+    from pda.frontends.json_schema import json_schema_to_ebnf as convert
+
+    return convert(schema, **options)
+
+
 __all__ = [
     "Grammar", "ByteMatcher", "GrammarMatcher", "GrammarCompiler", "CompiledGrammar", "TokenizerInfo", "VocabType",
     "allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_to_bool", "bool_to_bitmask",
-    "get_bitmask_shape", "reset_token_bitmask", "PdaError", "GrammarError", "GrammarSyntaxError", "UndefinedRuleError",
+    "get_bitmask_shape", "reset_token_bitmask", "json_schema_to_ebnf", "PdaError", "GrammarError", "GrammarSyntaxError", "UndefinedRuleError",
     "EmptyLanguageError", "RegexError", "UnsupportedRegexError", "SchemaError", "UnsupportedSchemaError",
     "ValidationError", "LimitExceededError", "TokenizerError", "__version__",
 ]

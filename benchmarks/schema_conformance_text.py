@@ -74,7 +74,8 @@ def cases(path: Path, limit: int | None, only: str | None) -> Iterator[tuple[str
 REASONS: Counter[str] = Counter()
 
 
-def run(path: Path, limit: int | None, only: str | None, show: int, timeout: int) -> dict[str, dict[str, int]]:
+def run(path: Path, limit: int | None, only: str | None, show: int, timeout: int,
+        options: dict[str, Any]) -> dict[str, dict[str, int]]:
     stats: dict[str, dict[str, int]] = {}
     shown = 0
     signal.signal(signal.SIGALRM, _alarm)
@@ -85,7 +86,7 @@ def run(path: Path, limit: int | None, only: str | None, show: int, timeout: int
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                ir = json_schema_to_ir(schema)
+                ir = json_schema_to_ir(schema, **options)
                 try:
                     g: Any = Grammar.from_ir(ir)
                 except EmptyLanguageError:
@@ -130,9 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", type=int, default=0, help="print this many false rejects (-1: also unsupported)")
     ap.add_argument("--timeout", type=int, default=30, help="seconds per schema")
     ap.add_argument("--json", default=None, help="write the figures to this file")
+    ap.add_argument("--property-order", default="schema", choices=["schema", "any"])
     args = ap.parse_args(argv)
     t0 = time.time()
-    stats = run(Path(args.path), args.limit, args.only, args.show, args.timeout)
+    stats = run(Path(args.path), args.limit, args.only, args.show, args.timeout,
+                {"property_order": args.property_order})
     total = dict.fromkeys(FIELDS, 0)
     print(f"\n{'subset':<40}" + "".join(f"{f:>14}" for f in FIELDS))
     for name, st in stats.items():

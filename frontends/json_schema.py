@@ -260,6 +260,7 @@ class _Compiler:
         self.root = Loc(root, "", urldefrag(base)[0])
         self.layout = layout
         self.property_order = "schema"
+        self._probing = False  # set while trying something that may fail quietly
         # Drafts 3 to 7: a schema with "$ref" is only the reference (its other keywords are ignored).
         schema_uri = root.get("$schema") if isinstance(root, dict) else None
         self.ref_overrides = isinstance(schema_uri, str) and re.search(r"draft-0[3-7]/", schema_uri) is not None
@@ -297,7 +298,7 @@ class _Compiler:
 
     def unsupported(self, message: str, pointer: str) -> None:
         """Refuse (UnsupportedSchemaError) or, when lenient, warn and let the caller ignore it."""
-        if not self.lenient:
+        if not self.lenient or self._probing:
             raise UnsupportedSchemaError(message, pointer=pointer)
         warnings.warn(f"JSON Schema at '{pointer or '#'}': {message}; ignored (lenient)", stacklevel=3)
 
@@ -419,8 +420,12 @@ class _Compiler:
                     dnf = _cross(dnf, b)
                 continue
             if kw == "oneOf" and len(branches) > 1 and not self._branches_disjoint(branches, dnf):
-                self.unsupported("oneOf branches that may overlap are not supported (only provably disjoint ones)",
-                                 loc.at(kw))
+                exact = self._one_of_by_negation(loc)
+                if exact is not None:
+                    dnf = _cross(dnf, exact)
+                    continue
+                self.unsupported("oneOf branches that may overlap are not supported (only provably disjoint "
+                                 "ones, or ones whose complements pda can build)", loc.at(kw))
             dnf = _cross(dnf, [c for b in branches for c in b])
         if "not" in s:
             neg = self._negate(inplace(loc, "not"))
@@ -475,6 +480,28 @@ class _Compiler:
         then = self.expand(inplace(loc, "then")) if "then" in s else [[]]
         other = self.expand(inplace(loc, "else")) if "else" in s else [[]]
         return _cross(self.expand(cond), then) + _cross(neg, other)
+
+    def _one_of_by_negation(self, loc: Loc) -> list[Conj] | None:
+        """``oneOf`` as "this branch and not the others", for each branch (None when a complement
+        cannot be built or the union grows too large)."""
+        n = len(loc.schema["oneOf"])
+        saved, self._probing = self._probing, True
+        try:
+            negs = [self._negate(inplace(loc, "oneOf", i)) for i in range(n)]
+            out: list[Conj] = []
+            for i in range(n):
+                part = self.expand(inplace(loc, "oneOf", i))
+                for j in range(n):
+                    if j != i:
+                        part = _cross(part, negs[j] or [])
+                out += part
+                if len(out) > MAX_CONJUNCTIONS:
+                    return None
+            return out
+        except UnsupportedSchemaError:
+            return None
+        finally:
+            self._probing = saved
 
     def _branches_disjoint(self, branches: list[list[Conj]], context: list[Conj]) -> bool:
         """Whether no value satisfies two ``oneOf`` branches together with the sibling keywords."""

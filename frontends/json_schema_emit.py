@@ -217,6 +217,8 @@ def emit_string(c: _Compiler, m: Merged) -> Expr:
     langs = [e for e in _string_langs(c, m) if not _universal(e)]
     negs = _string_negs(c, m)
     lo, hi = m.min_len, m.max_len
+    if hi is not None and hi < lo:
+        return NOTHING
     banned = [v for v in m.excluded if isinstance(v, str)]
     if not langs and not banned and not negs:
         return quoted(repeat(spell(ANY_CHAR), lo, hi))
@@ -422,13 +424,29 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
 def _object_with_floating(c: _Compiler, members: list[tuple[Expr, bool]], floating: list[Expr], extra: Expr,
                           depth: int) -> Expr:
     """Declared members in order, then undeclared ones among which each floating (required,
-    undeclared) member appears once, in order.  Only used without minProperties/maxProperties."""
+    undeclared) member appears once: in any order when there are at most 4 of them, else in the
+    order of ``required``.  Only used without minProperties/maxProperties."""
     open_, sep, close, _ = c.layout.pieces(depth, "{}")
     xs = star(seq(sep, extra)) if extra != NOTHING else EPSILON
-    led = seq(*(seq(xs, sep, f) for f in floating), xs)  # after at least one member
-    after_first = seq(*(seq(xs, sep, f) for f in floating[1:]), xs)
-    no_member_before = alt(seq(floating[0], after_first),
-                           seq(extra, xs, sep, floating[0], after_first) if extra != NOTHING else NOTHING)
+    if len(floating) <= 4:
+        # Any order of the floating members (a subset-indexed family of expressions).
+        memo: dict[frozenset[int], Expr] = {}
+
+        def after(left: frozenset[int]) -> Expr:  # after at least one member, `left` still due
+            if left not in memo:
+                memo[left] = seq(xs, alt(*(seq(sep, floating[f], after(left - {f})) for f in sorted(left)))) \
+                    if left else xs
+            return memo[left]
+
+        everything = frozenset(range(len(floating)))
+        led = after(everything)
+        no_member_before = alt(*(seq(floating[f], after(everything - {f})) for f in sorted(everything)),
+                               seq(extra, led) if extra != NOTHING else NOTHING)
+    else:  # in the order of `required`
+        led = seq(*(seq(xs, sep, f) for f in floating), xs)
+        after_first = seq(*(seq(xs, sep, f) for f in floating[1:]), xs)
+        no_member_before = alt(seq(floating[0], after_first),
+                               seq(extra, xs, sep, floating[0], after_first) if extra != NOTHING else NOTHING)
     tails: list[Expr] = [led] * (len(members) + 1)  # tails[i]: members i.., each led by a separator
     for i in range(len(members) - 1, -1, -1):
         text, req = members[i]

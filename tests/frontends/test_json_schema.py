@@ -373,10 +373,19 @@ def test_property_order_any() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}, "c": {}}, "required": ["c", "a"],
               "additionalProperties": {"type": "string"}}
     g = _grammar(schema, property_order="any")
-    # required a and c keep the order of "properties"; b and undeclared keys go anywhere
-    for text in ['{"a": 2, "c": 1}', '{"b": 0, "a": 1, "x": "s", "c": 2}', '{"a": 1, "b": 0, "c": 2, "b": 1}']:
+    # required a and c once each, in any order; b and undeclared keys anywhere, maybe repeated
+    for text in ['{"a": 2, "c": 1}', '{"c": 1, "a": 2}', '{"b": 0, "a": 1, "x": "s", "c": 2}',
+                 '{"a": 1, "b": 0, "c": 2, "b": 1}']:
         assert g.accepts(text), text
-    for text in ['{"c": 1, "a": 2}', '{"a": 1}', '{"a": "x", "c": 1}', '{"a": 2, "c": 1, "x": 3}', "{}"]:
+    for text in ['{"a": 1, "c": 1, "a": 2}', '{"a": 1}', '{"a": "x", "c": 1}', '{"a": 2, "c": 1, "x": 3}', "{}"]:
         assert not g.accepts(text), text
     with pytest.raises(ValueError, match="property_order"):
         json_schema_to_ir(schema, property_order="sorted")  # type: ignore[arg-type]
+
+
+def test_required_names_without_properties_float() -> None:
+    g = _grammar({"type": "object", "required": ["b", "a"], "additionalProperties": {"type": "integer"}})
+    for text in ['{"a": 1, "b": 2}', '{"b": 1, "x": 0, "a": 2}', '{"x": 0, "a": 1, "y": 1, "b": 2, "z": 3}']:
+        assert g.accepts(text), text
+    for text in ['{"a": 1}', '{"a": 1, "b": 2, "a": 3}', '{"a": 1, "b": "s"}', "{}"]:
+        assert not g.accepts(text), text

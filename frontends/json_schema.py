@@ -55,12 +55,13 @@ from typing import Any, Literal
 from urllib.parse import unquote, urldefrag
 
 from pda.errors import SchemaError, UnsupportedSchemaError
-from pda.ir import EPSILON, NOTHING, Alt, Expr, GrammarIR, Ref, Repeat, Seq, alt, lit, repeat, seq, to_ebnf
+from pda.ir import EPSILON, NOTHING, Expr, GrammarIR, Ref, alt, lit, repeat, seq, to_ebnf
 
 from . import json_schema_fsm as fsm
 from .json_numbers import any_number
 from .json_schema_emit import Layout, emit_merged, string_dfa_of
 from .json_schema_merge import Loc, Merged, child, inplace, join_uri, merge
+from .json_schema_tidy import _SUBSCHEMA_LISTS, _SUBSCHEMA_MAPS, _SUBSCHEMA_ONE, draft4_ids, inline_single_use
 from .json_schema_strings import ANY_CHAR, quoted, spell
 from .json_schema_values import ValueChecker, disjoint_conjs
 
@@ -82,10 +83,6 @@ MERGE_KEYWORDS = frozenset({
 COMBINATORS = frozenset({"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentRequired",
                          "dependentSchemas", "dependencies"})
 UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
-_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
-_SUBSCHEMA_ONE = ("additionalProperties", "additionalItems", "items", "contains", "propertyNames", "not", "if",
-                  "then", "else", "unevaluatedItems", "unevaluatedProperties")
-_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 
 
 class _Call:
@@ -117,7 +114,7 @@ def json_schema_to_ir(
     root = _load(schema)
     if isinstance(root, dict) and isinstance(root.get("$schema"), str) and \
             re.search(r"draft-0[34]/", root["$schema"]):
-        root = _draft4_ids(root)
+        root = draft4_ids(root)
     layout = _layout(whitespace, max_whitespace, separators)
     if property_order not in ("schema", "any"):
         raise ValueError(f"property_order must be 'schema' or 'any', not {property_order!r}")
@@ -126,7 +123,7 @@ def json_schema_to_ir(
     body = c.compile([c.root], 0)
     rules = {"root": body}
     rules.update(c.rules)
-    return GrammarIR(_inline_single_use(rules, "root"), "root")
+    return GrammarIR(inline_single_use(rules, "root"), "root")
 
 
 def json_schema_to_ebnf(schema: Any, **options: Any) -> str:
@@ -139,86 +136,6 @@ def json_any_ir(*, whitespace: Whitespace = "flexible", max_whitespace: int | No
                 separators: tuple[str, str] | None = None) -> GrammarIR:
     """Any JSON value (the grammar of the schema ``true``)."""
     return json_schema_to_ir(True, whitespace=whitespace, max_whitespace=max_whitespace, separators=separators)
-
-
-def _draft4_ids(s: Any) -> Any:
-    """A draft-03/04 document with its ``id`` keywords spelled ``$id`` (and its ``$id``, which
-    those drafts do not know, dropped), so one code path resolves references for every draft."""
-    if not isinstance(s, dict):
-        return s
-    out = {k: v for k, v in s.items() if k != "$id"}
-    if isinstance(s.get("id"), str):
-        out["$id"] = s["id"]
-    for kw in _SUBSCHEMA_MAPS:
-        if isinstance(s.get(kw), dict):
-            out[kw] = {k: _draft4_ids(v) for k, v in s[kw].items()}
-    for kw in _SUBSCHEMA_ONE:
-        if isinstance(s.get(kw), dict):
-            out[kw] = _draft4_ids(s[kw])
-    for kw in _SUBSCHEMA_LISTS:
-        if isinstance(s.get(kw), list):
-            out[kw] = [_draft4_ids(v) for v in s[kw]]
-    return out
-
-
-def _inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
-    """Substitute every non-recursive rule that is called once into its caller (and drop unused
-    rules), so that each remaining rule's body shows its real size: the core's inliner judges a
-    rule by the size of its body, and a small body calling a big single-use rule would mislead it."""
-    from pda.ir import refs_of
-
-    graph = {n: {r.name for r in refs_of(b)} for n, b in rules.items()}
-    recursive: set[str] = set()
-    for name in rules:  # a rule is recursive when it reaches itself
-        seen, todo = set(), list(graph[name])
-        while todo:
-            x = todo.pop()
-            if x == name:
-                recursive.add(name)
-                break
-            if x not in seen and x in graph:
-                seen.add(x)
-                todo.extend(graph[x])
-    uses: dict[str, int] = {n: 0 for n in rules}
-    for b in rules.values():
-        for r in refs_of(b):
-            uses[r.name] = uses.get(r.name, 0) + 1
-    single = {n for n in rules if n != root and n not in recursive and uses[n] == 1}
-    done: dict[str, Expr] = {}
-
-    def expand(e: Expr) -> Expr:
-        if isinstance(e, Ref):
-            return done.get(e.name, e) if e.name in single else e
-        if isinstance(e, Seq):
-            return seq(*(expand(i) for i in e.items))
-        if isinstance(e, Alt):
-            return alt(*(expand(i) for i in e.items))
-        if isinstance(e, Repeat):
-            return repeat(expand(e.expr), e.min, e.max)
-        return e
-
-    # Expand single-use rules callees first (iterative post-order), so no recursion crosses rules.
-    for start in single:
-        if start in done:
-            continue
-        stack = [(start, False)]
-        while stack:
-            name, ready = stack.pop()
-            if name in done:
-                continue
-            if ready:
-                done[name] = expand(rules[name])
-                continue
-            stack.append((name, True))
-            stack.extend((d, False) for d in graph[name] if d in single and d not in done)
-    out = {n: expand(b) for n, b in rules.items() if n not in single}
-    reached, todo = {root}, [root]
-    while todo:
-        for r in refs_of(out[todo.pop()]):
-            if r.name not in reached:
-                reached.add(r.name)
-                todo.append(r.name)
-    return {n: b for n, b in out.items() if n in reached}
 
 
 def _layout(whitespace: Whitespace, max_ws: int | None, separators: tuple[str, str] | None) -> Layout:
@@ -293,9 +210,6 @@ class _Compiler:
         if isinstance(e, Ref) or e in (NOTHING, EPSILON) or fsm._size(e) < _SHARE_MIN_NODES:
             return e
         return Ref(self.add_rule(self.fresh(hint), e))
-
-    def where(self, ptr: str) -> str:
-        return ptr
 
     def unsupported(self, message: str, pointer: str) -> None:
         """Refuse (UnsupportedSchemaError) or, when lenient, warn and let the caller ignore it."""

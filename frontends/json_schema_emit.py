@@ -12,7 +12,7 @@ import itertools
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
-from pda.errors import RegexError, SchemaError, UnsupportedRegexError, UnsupportedSchemaError
+from pda.errors import RegexError, SchemaError, UnsupportedRegexError
 from pda.ir import EPSILON, NOTHING, CharClass, Expr, Ref, Repeat, Seq, alt, chars, lit, opt, repeat, seq, star
 
 from . import json_schema_fsm as fsm
@@ -87,12 +87,12 @@ def emit_merged(c: _Compiler, m: Merged, depth: int) -> Expr:
 
 
 def emit_number(c: _Compiler, m: Merged, *, integer: bool) -> Expr:
-    ptr = m.multiples and "multipleOf"
     try:
         return number_expr(integer=integer, lo=m.lo, hi=m.hi, multiples=tuple(m.multiples),
                            add_rule=c.add_rule, name=c.fresh("num"))
     except fsm.FsmTooLarge:
-        c.unsupported(f"multipleOf {m.multiples} is too large to enforce exactly", c.where(ptr or ""))
+        c.unsupported(f"multipleOf {', '.join(map(str, m.multiples))} is too large to enforce exactly",
+                      m.multiple_ptr)
         return number_expr(integer=integer, lo=m.lo, hi=m.hi)
 
 

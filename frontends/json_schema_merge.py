@@ -92,6 +92,7 @@ class Merged:
     lo: Bound | None = None
     hi: Bound | None = None
     multiples: list[Decimal] = field(default_factory=list)
+    multiple_ptr: str = ""
     min_len: int = 0
     max_len: int | None = None
     patterns: list[tuple[str, str]] = field(default_factory=list)  # (pattern, pointer)
@@ -251,6 +252,7 @@ def _merge_numbers(m: Merged, loc: Loc) -> None:
             raise SchemaError("'multipleOf' must be greater than 0", pointer=loc.at("multipleOf"))
         if d not in m.multiples:
             m.multiples.append(d)
+            m.multiple_ptr = loc.at("multipleOf")
 
 
 def _merge_strings(m: Merged, loc: Loc) -> None:

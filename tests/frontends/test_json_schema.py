@@ -339,6 +339,8 @@ ERRORS = [
     ({"not": {"multipleOf": 3}}, UnsupportedSchemaError, "/not", r"'not' .* of 'multipleOf' is not supported"),
     ({"$ref": "http://example.com/s.json"}, UnsupportedSchemaError, "/$ref", r"remote \$ref"),
     ({"format": "uri-template"}, UnsupportedSchemaError, "/format", r"format 'uri-template'"),
+    ({"allOf": [{"multipleOf": 9973}, {"multipleOf": 9967}]}, UnsupportedSchemaError, "/allOf/1/multipleOf",
+     r"multipleOf 9973, 9967 is too large"),
     ({"$defs": {"t": {"properties": {"c": {"$ref": "#/$defs/t", "required": ["x"]}}}}, "$ref": "#/$defs/t"},
      UnsupportedSchemaError, "/$defs/t", r"recursive \$ref"),
 ]

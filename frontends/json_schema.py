@@ -15,29 +15,44 @@ How the schema becomes a grammar:
   ignored as those drafts say.
 * ``allOf``/``anyOf``/``oneOf`` are expanded into a union of conjunctions; each conjunction is
   merged keyword by keyword (types intersected, bounds tightened, properties and items
-  intersected position by position, patterns intersected as automata).  ``oneOf`` is accepted
-  only when its branches are provably disjoint (different types, different ``const``/``enum``
-  values, a required property with disjoint values, disjoint string languages or number ranges).
-* ``not`` is supported for ``type``, ``const``/``enum`` of strings/null/booleans and a single
-  ``required`` name; ``if``/``then``/``else`` when ``if`` is one of those.
-* Strings: see :mod:`.json_schema_strings` (every JSON escape spelling is accepted; lengths count
-  code points); formats: :mod:`.json_formats`; numbers: :mod:`.json_numbers`.
+  intersected position by position, patterns intersected as automata).  ``oneOf`` branches that
+  are provably disjoint (types, ``const``/``enum`` values, a required property with disjoint
+  values, disjoint string automata or number ranges) are a plain union; otherwise each branch is
+  taken together with the complements of the others, when those can be built.
+* ``not`` and the ``if`` of ``if``/``then``/``else`` through complements (:mod:`.json_schema_negate`:
+  types but integer alone, bounds, lengths, patterns, formats, ``required``, ``properties``,
+  ``enum``/``const`` of scalars, ``allOf``/``anyOf``/``not``/``$ref``);
+  ``dependentRequired``/``dependentSchemas``/``dependencies`` as "without k, or with k and what
+  it brings"; ``unevaluatedProperties``/``unevaluatedItems`` see what the atoms of their own
+  object (and its in-place applicators) evaluate.
+* Strings: see :mod:`.json_schema_strings` (every spelling ``json.dumps`` can write, and all
+  other JSON escapes but ``\\u`` for printable ASCII; lengths count code points); formats:
+  :mod:`.json_formats`; numbers: :mod:`.json_numbers`.
+* Refused: ``uniqueItems`` (unless ``maxItems`` <= 1), ``maxContains``, ``contains`` with
+  ``prefixItems``/``minItems``/``maxItems``, ``$dynamicRef``/``$recursiveRef``, remote ``$ref``,
+  regex back-references and lookarounds, string constraints whose combined automaton exceeds
+  300 states, a recursive ``$ref`` merged with sibling keywords, more than 512 conjunctions.
 
 Departures from plain JSON Schema validation (all make the grammar *stricter*, never looser):
 
 * **Property order**: declared properties appear in the order the schema lists them (optional ones
   may be left out), then undeclared ones (where allowed); ``{"b":1,"a":2}`` is refused when the
   schema declares ``a`` before ``b``.  Required names that no ``properties`` declares may come
-  anywhere among the undeclared ones (in any order when there are at most 4 of them).  With ``property_order="any"`` (objects without
-  ``minProperties``/``maxProperties``) members may come in any order (required ones exactly once,
-  and in the order of ``properties`` when there are more than 4 of them); an optional or
-  undeclared key may then be repeated (JSON parsers keep
-  the last value, which the grammar checked like every other).
+  anywhere among the undeclared ones (in any order when there are at most 4 of them).  With
+  ``property_order="any"`` (objects without ``minProperties``/``maxProperties``) members may come
+  in any order (required ones exactly once, and in the order of ``properties`` when there are
+  more than 4 of them); an optional or undeclared key may then be repeated (JSON parsers keep the
+  last value, which the grammar checked like every other).
 * ``strict=True`` forbids undeclared properties of objects that declare ``properties`` or
   ``patternProperties`` (when ``additionalProperties`` is not given) and items after
   ``prefixItems`` (when ``items`` is not given), as XGrammar does.
 * ``oneOf``/``anyOf`` combinations under ``unevaluatedProperties`` count only the properties of
-  the chosen branch as evaluated.
+  the chosen branch as evaluated; an ``if`` without ``then``/``else`` evaluates nothing.
+* Numbers: exponent spellings only in the forms :mod:`.json_numbers` lists; ``multipleOf`` is exact
+  decimal arithmetic (``jsonschema`` divides binary floats, so ``0.07`` with ``multipleOf: 0.01``
+  is valid here and invalid there).
+* A schema no value satisfies (``false``) gives a grammar with an empty language, which
+  :class:`pda.Grammar` refuses with :class:`~pda.errors.EmptyLanguageError`.
 * Whitespace: ``"flexible"`` allows JSON whitespace where JSON does, at most ``max_whitespace``
   characters in a row (default 16: enough for ``json.dumps(indent=2)`` up to 7 levels, while a
   model cannot stall in endless blanks), none before or after the top-level value;

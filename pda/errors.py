@@ -141,7 +141,11 @@ class ValidationError(PdaError, ValueError):
     ``offset`` is the byte offset of the first byte that cannot be matched (== len(data) when the
     text ends too early); ``line``/``column`` are 1-based and count characters; ``expected`` is the
     sorted tuple of byte values that could come at ``offset`` (empty when nothing could).
+    ``pointer`` is the JSON pointer of the value being written at ``offset`` when the grammar came
+    from a JSON Schema (see :mod:`pda.json_pointer`), else None; the message does not show it.
     """
+
+    pointer: str | None = None
 
     def __init__(self, data: bytes, offset: int, expected: tuple[int, ...], *, incomplete: bool) -> None:
         self.data = data

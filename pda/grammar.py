@@ -27,6 +27,9 @@ class Grammar:
     either raises :class:`~pda.errors.LimitExceededError`.
     """
 
+    json_pointers = False
+    """True for a grammar of JSON texts (from a JSON Schema): ``validate`` then sets the error's ``pointer``."""
+
     def __init__(
         self, ir: GrammarIR, *, max_states: int = DEFAULT_MAX_STATES,
         max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH,
@@ -69,7 +72,9 @@ class Grammar:
         from pda.frontends.json_schema import json_schema_to_ir
 
         limits = {k: options.pop(k) for k in ("max_states", "max_stack_depth") if k in options}
-        return cls(json_schema_to_ir(schema, **options), **limits)
+        grammar = cls(json_schema_to_ir(schema, **options), **limits)
+        grammar.json_pointers = True
+        return grammar
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, start: str | None = None, **options: Any) -> Grammar:
@@ -108,6 +113,10 @@ class Grammar:
         ``text`` is a complete sentence."""
         err = validate_bytes(self._walker(), as_bytes(text), prefix=False)
         if err is not None:
+            if self.json_pointers:
+                from .json_pointer import pointer_at
+
+                err.pointer = pointer_at(err.data, err.offset)
             raise err
 
     def matcher(self) -> ByteMatcher:

@@ -3,24 +3,28 @@
     pda validate --grammar json.gbnf doc.json other.json     # dialect from the extension
     pda validate --builtin sql_select query.sql
     pda validate --regex '[0-9]+(\\.[0-9]+)?' -               # '-' (or no file) reads stdin
+    pda validate --schema person.schema.json alice.json bob.json --whitespace compact
     pda list
     pda demo
 
 ``validate`` prints ``OK <file>`` for each valid input and, for an invalid one, the file, line,
-column, the offending line with a caret and the bytes that could have come there.  Exit status:
-0 when every input is valid, 1 when one is not, 2 when the grammar (or an input file) cannot be
-read or compiled.  Standard library only, besides :mod:`pda` itself.
+column, the offending line with a caret and the bytes that could have come there; against a JSON
+Schema also the JSON pointer of the value that went wrong (``at /items/3/name``; blanks after the
+JSON value, such as a final newline, are not checked there, as RFC 8259 allows them).  Exit status:
+0 when every input is valid, 1 when one is not, 2 when the grammar or schema (or an input file)
+cannot be read or compiled.  Standard library only, besides :mod:`pda` itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, TextIO
 
 from pda import grammars
-from pda.errors import GrammarError, ValidationError
+from pda.errors import GrammarError, LimitExceededError, SchemaError, ValidationError
 
 if TYPE_CHECKING:
     from pda.grammar import Grammar
@@ -35,6 +39,9 @@ FORMATS = {".gbnf": "ebnf", ".ebnf": "ebnf", ".lark": "lark", ".regex": "regex"}
 """Grammar dialect by file suffix; ``--format`` overrides it."""
 
 STDIN = "-"
+
+SCHEMA_OPTIONS = ("whitespace", "indent", "max_whitespace", "strict", "lenient", "property_order")
+"""The ``pda validate`` options that only apply to ``--schema`` (argparse destinations)."""
 
 
 class CliError(Exception):
@@ -57,11 +64,25 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--grammar", "-g", metavar="FILE", help="grammar file (.gbnf, .ebnf, .lark, .regex)")
     source.add_argument("--builtin", "-b", metavar="NAME", help="a bundled grammar (see `pda list`)")
     source.add_argument("--regex", "-r", metavar="PATTERN", help="a regular expression the whole input must match")
+    source.add_argument("--schema", metavar="FILE", help="a JSON Schema (JSON file) the inputs must be valid against")
     validate.add_argument(
         "--format", "-f", choices=sorted(set(FORMATS.values())), help="dialect of --grammar (default: from its suffix)"
     )
     validate.add_argument("--start", "-s", metavar="RULE", help="start rule (default: root for EBNF, start for Lark)")
     validate.add_argument("inputs", nargs="*", metavar="FILE", help="documents to check; '-' or none reads stdin")
+    schema = validate.add_argument_group("JSON Schema options (with --schema)")
+    layout = schema.add_mutually_exclusive_group()
+    layout.add_argument("--whitespace", choices=["flexible", "compact"],
+                        help="flexible (default): blanks where JSON allows them; compact: none")
+    layout.add_argument("--indent", type=int, metavar="N", help="exactly the layout of json.dumps(indent=N)")
+    schema.add_argument("--max-whitespace", type=int, metavar="N",
+                        help="most blank characters in a row with flexible whitespace (default 16)")
+    schema.add_argument("--strict", action="store_true", default=None,
+                        help="forbid properties and items the schema does not declare")
+    schema.add_argument("--lenient", action="store_true", default=None,
+                        help="ignore (with a warning) keywords pda cannot enforce instead of refusing the schema")
+    schema.add_argument("--property-order", choices=["schema", "any"],
+                        help="schema (default): declared properties in schema order; any: in any order")
 
     sub.add_parser("list", help="list the bundled grammars", description="List the bundled grammars.")
     sub.add_parser(
@@ -83,6 +104,42 @@ def _compile(text: str, dialect: str, *, start: str | None, filename: str | None
     if start is not None:
         raise CliError("--start does not apply to a regular expression")
     return Grammar.from_regex(text)
+
+
+def load_schema(path: str, **options: object) -> Grammar:
+    """Compile the JSON Schema in file ``path`` with :meth:`pda.Grammar.from_json_schema` ``options``.
+
+    Raises :class:`CliError` for a file that cannot be read or is not UTF-8, and for a schema that
+    does not compile: then the message is the :class:`pda.errors.SchemaError`'s, which names the
+    schema's JSON pointer, or the line and column where the file stops being JSON.  Warnings
+    (``lenient=True``) are printed to stderr as ``pda: warning: ...``.
+    """
+    from pda import Grammar
+
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"cannot read schema {path}: {exc}") from None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            grammar = Grammar.from_json_schema(text, **options)
+    except SchemaError as exc:
+        raise CliError(f"{path}: {exc}") from exc
+    for warning in caught:
+        print(f"pda: warning: {path}: {warning.message}", file=sys.stderr)
+    return grammar
+
+
+def schema_options(args: argparse.Namespace) -> dict[str, object]:
+    """The :meth:`pda.Grammar.from_json_schema` options given on the command line."""
+    given = {name: getattr(args, name) for name in SCHEMA_OPTIONS if getattr(args, name) is not None}
+    if given and args.schema is None:
+        flag = "--" + next(iter(given)).replace("_", "-")
+        raise CliError(f"{flag} applies only to --schema")
+    if "indent" in given:
+        given["whitespace"] = given.pop("indent")
+    return given
 
 
 def load_grammar(
@@ -111,7 +168,8 @@ def load_grammar(
         raise CliError("give one of --grammar, --builtin or --regex")
     dialect = fmt or FORMATS.get(path.suffix.lower())
     if dialect is None:
-        raise CliError(f"cannot tell the dialect of {path} from its suffix; pass --format ebnf|lark|regex")
+        hint = " (a JSON Schema goes after --schema)" if path.suffix.lower() == ".json" else ""
+        raise CliError(f"cannot tell the dialect of {path} from its suffix; pass --format ebnf|lark|regex{hint}")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -132,8 +190,12 @@ def _read_input(name: str) -> bytes:
 
 
 def describe_failure(name: str, error: ValidationError) -> str:
-    """One report of an invalid input: ``FAIL file:line:column: reason; expected ...`` and the caret."""
-    return f"FAIL {name}:{error.line}:{error.column}: {error}"
+    """One report of an invalid input: ``FAIL file:line:column: [at POINTER: ]reason; expected ...``
+    and the caret.  The JSON pointer is there when the grammar came from a JSON Schema."""
+    where = ""
+    if error.pointer is not None:
+        where = f"at {error.pointer or 'the root'}: "
+    return f"FAIL {name}:{error.line}:{error.column}: {where}{error}"
 
 
 def check(grammar: Grammar, data: bytes) -> ValidationError | None:
@@ -147,12 +209,21 @@ def check(grammar: Grammar, data: bytes) -> ValidationError | None:
 
 def _validate(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``pda validate``: report each input, return the exit status."""
-    grammar = load_grammar(
-        grammar_file=args.grammar, builtin=args.builtin, regex=args.regex, fmt=args.format, start=args.start
-    )
+    options = schema_options(args)
+    if args.schema is not None:
+        if args.format is not None or args.start is not None:
+            raise CliError("--format and --start do not apply to --schema")
+        grammar = load_schema(args.schema, **options)
+    else:
+        grammar = load_grammar(
+            grammar_file=args.grammar, builtin=args.builtin, regex=args.regex, fmt=args.format, start=args.start
+        )
     status = EXIT_OK
     for name in args.inputs or [STDIN]:
-        error = check(grammar, _read_input(name))
+        data = _read_input(name)
+        if args.schema is not None:  # RFC 8259 allows blanks after the value; files often end in a newline
+            data = data.rstrip(b" \t\r\n")
+        error = check(grammar, data)
         shown = "<stdin>" if name == STDIN else name
         if error is None:
             print(f"OK {shown}", file=out)
@@ -224,10 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "list":
             return _list(sys.stdout)
         return _demo(sys.stdout)
-    except GrammarError as exc:
-        print(f"pda: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except CliError as exc:
+    except (GrammarError, CliError, LimitExceededError) as exc:
         print(f"pda: {exc}", file=sys.stderr)
         return EXIT_ERROR
 

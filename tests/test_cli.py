@@ -160,3 +160,145 @@ def test_python_dash_m_pda_reads_stdin() -> None:
         input=b"abab", capture_output=True, timeout=300, check=False,
     )
     assert (result.returncode, result.stdout) == (EXIT_OK, b"OK <stdin>\n"), result.stderr
+
+
+# ----------------------------------------------------------------------------- --schema
+
+SCHEMA = """{
+  "type": "object",
+  "properties": {
+    "items": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}}}},
+    "a/b~c": {"type": "integer"}
+  }
+}
+"""
+
+
+@pytest.fixture()
+def schema(tmp_path: Path) -> str:
+    return write(tmp_path, "schema.json", SCHEMA.encode("utf-8"))
+
+
+def test_schema_valid_documents(schema: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = [write(tmp_path, "a.json", b'{"items": [{"name": "abc"}]}\n'),  # a final newline is fine
+            write(tmp_path, "b.json", b'{"a/b~c": 3, "other": [null]}')]
+    status, out, err = run_cli(["validate", "--schema", schema, *docs], capsys)
+    assert (status, out, err) == (EXIT_OK, f"OK {docs[0]}\nOK {docs[1]}\n", "")
+
+
+@pytest.mark.parametrize(
+    "data, where",
+    [
+        (b'{"items": [{}, {}, {},\n  {"name": "dddd"}]}\n',
+         ":2:16: at /items/3/name: unexpected input at line 2, column 16"),
+        (b'{"a/b~c": 1.5}', ":1:13: at /a~1b~0c: unexpected input"),
+        (b'{"items": [{"name": "x"}, 5]}', ":1:27: at /items/1: unexpected input"),
+        (b'{"items": [{}, {}', ":1:18: at /items: text ends before the grammar is complete"),
+        (b"[]", ":1:1: at the root: unexpected input"),
+    ],
+)
+def test_schema_invalid_document_names_its_json_pointer(
+    schema: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], data: bytes, where: str
+) -> None:
+    doc = write(tmp_path, "doc.json", data)
+    status, out, _ = run_cli(["validate", "--schema", schema, doc], capsys)
+    assert status == EXIT_INVALID
+    assert out.startswith(f"FAIL {doc}{where}"), out
+    assert "^" in out.splitlines()[-1]
+
+
+def test_schema_reads_stdin(schema: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run_cli(["validate", "--schema", schema], capsys, stdin=b'{"items": []}\n',
+                             monkeypatch=monkeypatch)
+    assert (status, out) == (EXIT_OK, "OK <stdin>\n")
+    status, out, _ = run_cli(["validate", "--schema", schema, "-"], capsys, stdin=b'{"a/b~c": "x"}',
+                             monkeypatch=monkeypatch)
+    assert status == EXIT_INVALID
+    assert out.startswith("FAIL <stdin>:1:11: at /a~1b~0c: ")
+
+
+@pytest.mark.parametrize(
+    "schema_bytes, message",
+    [
+        (b'{"properties": {"a": {"type": "strin"}}}',
+         r"schema.json: Invalid JSON Schema at '/properties/a/type': 'strin' is not a JSON Schema type"),
+        (b'{"items": {"$ref": "#/$defs/nowhere"}}', r"Invalid JSON Schema at '/items/\$ref': .*points to nothing"),
+        (b'{"minimum": 5, "maximum": 1}', r"at '/minimum': minimum 5 is greater than maximum 1"),
+        (b'{"properties": {"x": {"pattern": "(a)\\\\1"}}}',
+         r"Unsupported JSON Schema keyword at '/properties/x/pattern': .*back-references"),
+        (b'{"type": "array", "uniqueItems": true}', r"Unsupported JSON Schema keyword at '/uniqueItems'"),
+        (b'{\n  "type": "object",\n  "properties": {"a": }\n}',
+         r"not valid JSON: Expecting value \(line 3, column 23\)"),
+        (b"", r"not valid JSON: .*\(line 1, column 1\)"),
+        (b'{"type": "\xff"}', r"cannot read schema .*schema.json: 'utf-8' codec"),
+        (b"false", r"Empty language"),
+    ],
+)
+def test_bad_schema_exits_2_naming_the_place(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schema_bytes: bytes, message: str
+) -> None:
+    schema = write(tmp_path, "schema.json", schema_bytes)
+    status, out, err = run_cli(["validate", "--schema", schema, write(tmp_path, "doc.json", b"1")], capsys)
+    assert (status, out) == (EXIT_ERROR, "")
+    assert err.startswith("pda: ") and re.search(message, err), err
+
+
+@pytest.mark.parametrize(
+    "options, data, status",
+    [
+        ([], b'{"a/b~c": 1, "zz": 2}', EXIT_OK),
+        (["--strict"], b'{"a/b~c": 1, "zz": 2}', EXIT_INVALID),
+        ([], b'{"a/b~c": 1, "items": []}', EXIT_INVALID),  # declared properties in schema order
+        (["--property-order", "any"], b'{"a/b~c": 1, "items": []}', EXIT_OK),
+        (["--whitespace", "compact"], b'{"items": []}', EXIT_INVALID),
+        (["--whitespace", "compact"], b'{"items":[]}', EXIT_OK),
+        (["--indent", "2"], b'{\n  "items": []\n}', EXIT_OK),
+        (["--indent", "2"], b'{"items": []}', EXIT_INVALID),
+        (["--max-whitespace", "2"], b'{"items":   []}', EXIT_INVALID),
+        (["--max-whitespace", "3"], b'{"items":   []}', EXIT_OK),
+    ],
+)
+def test_schema_options(
+    schema: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], options: list[str], data: bytes, status: int
+) -> None:
+    doc = write(tmp_path, "doc.json", data)
+    assert run_cli(["validate", "--schema", schema, *options, doc], capsys)[0] == status
+
+
+def test_lenient_prints_the_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    schema = write(tmp_path, "schema.json", b'{"type": "array", "uniqueItems": true}')
+    status, out, err = run_cli(["validate", "--schema", schema, "--lenient", write(tmp_path, "d.json", b"[1, 1]")],
+                               capsys)
+    assert status == EXIT_OK
+    assert err == (f"pda: warning: {schema}: JSON Schema at '/uniqueItems': uniqueItems is not supported "
+                   "(unless maxItems <= 1); ignored (lenient)\n")
+
+
+@pytest.mark.parametrize(
+    "argv_tail, message",
+    [
+        (["--regex", "a", "--strict"], "pda: --strict applies only to --schema"),
+        (["--builtin", "json", "--indent", "2"], "pda: --indent applies only to --schema"),
+        (["--grammar", "x.gbnf", "--property-order", "any"], "pda: --property-order applies only to --schema"),
+        (["--schema", "schema.json", "--start", "x"], "pda: --format and --start do not apply to --schema"),
+        (["--schema", "nowhere.json"], "pda: cannot read schema nowhere.json"),
+        (["--grammar", "schema.json"], "pda: cannot tell the dialect of schema.json from its suffix; pass --format "
+                                       "ebnf|lark|regex (a JSON Schema goes after --schema)"),
+    ],
+)
+def test_schema_usage_errors_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv_tail: list[str],
+    message: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "schema.json").write_text(SCHEMA, encoding="utf-8")
+    status, _, err = run_cli(["validate", *argv_tail, "doc.json"], capsys)
+    assert status == EXIT_ERROR
+    assert err.startswith(message), err
+
+
+def test_schema_layout_options_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["validate", "--schema", "s.json", "--indent", "2", "--whitespace", "compact"])
+    assert info.value.code == EXIT_ERROR
+    assert "not allowed with argument" in capsys.readouterr().err

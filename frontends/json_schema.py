@@ -78,7 +78,7 @@ from .json_schema_emit import Layout, emit_merged, string_dfa_of
 from .json_schema_merge import Loc, Merged, child, inplace, join_uri, merge
 from .json_schema_tidy import _SUBSCHEMA_LISTS, _SUBSCHEMA_MAPS, _SUBSCHEMA_ONE, draft4_ids, inline_single_use
 from .json_schema_strings import ANY_CHAR, quoted, spell
-from .json_schema_values import ValueChecker, disjoint_conjs
+from .json_schema_values import ValueChecker, one_of_by_types
 
 __all__ = ["json_schema_to_ir", "json_schema_to_ebnf", "json_any_ir", "MAX_INDENT_DEPTH"]
 
@@ -349,7 +349,11 @@ class _Compiler:
                 for b in branches:
                     dnf = _cross(dnf, b)
                 continue
-            if kw == "oneOf" and len(branches) > 1 and not self._branches_disjoint(branches, dnf):
+            if kw == "oneOf" and len(branches) > 1:
+                split = self._one_of_by_types(loc, branches, dnf)
+                if split is not None:
+                    dnf = split
+                    continue
                 exact = self._one_of_by_negation(loc)
                 if exact is not None:
                     dnf = _cross(dnf, exact)
@@ -433,16 +437,17 @@ class _Compiler:
         finally:
             self._probing = saved
 
-    def _branches_disjoint(self, branches: list[list[Conj]], context: list[Conj]) -> bool:
-        """Whether no value satisfies two ``oneOf`` branches together with the sibling keywords."""
-        for ctx in context:
-            for i, bi in enumerate(branches):
-                for bj in branches[i + 1:]:
-                    for x in bi:
-                        for y in bj:
-                            if not disjoint_conjs(self, ctx + x, ctx + y):
-                                return False
-        return True
+    def _one_of_by_types(self, loc: Loc, branches: list[list[Conj]], context: list[Conj]) -> list[Conj] | None:
+        """``oneOf`` as a union where the branches are disjoint type by type (see
+        :func:`.json_schema_values.one_of_by_types`); None when that is not proven."""
+        try:
+            out = one_of_by_types(self, loc, branches, context)
+        except (RecursionError, fsm.FsmTooLarge):
+            return None
+        if out is not None and len(out) > MAX_CONJUNCTIONS:
+            raise UnsupportedSchemaError(
+                f"the combination of anyOf/oneOf/allOf expands to more than {MAX_CONJUNCTIONS} alternatives")
+        return out
 
     def flat_dnf(self, locs: list[Loc], depth: int = 0) -> list[list[Loc]]:
         """Conjunctions of plain schema objects, every ``$ref`` inlined (for checks, not emission)."""

@@ -462,31 +462,34 @@ def _object_with_floating(c: _Compiler, members: list[tuple[Expr, bool]], floati
     return seq(open_, alt(*firsts), close)
 
 
+MAX_KEY_REGIONS = 64
+
+
 def _extra_members(c: _Compiler, m: Merged, declared: list[str], names_dfa: fsm.DFA | None,
                    colon: Expr, depth: int) -> Expr:
     """Members whose key is not declared: one alternative per region of keys that share a schema."""
     patterns = [(p, loc, i) for i, a in enumerate(m.obj) for p, loc in a.patterns]
-    if len(patterns) > 6:
-        c.unsupported("more than 6 patternProperties in one object are not supported", m.obj[0].ptr)
-        patterns = patterns[:6]
-    pdfas = []
-    for p, loc, _ in patterns:
-        e = pattern_expr(c, p, loc.ptr)
-        pdfas.append(fsm.from_expr(e) if e is not None else None)
     base = fsm.complement(fsm.literal_set_dfa(declared))
     if names_dfa is not None:
         base = fsm.intersect(base, names_dfa)
+    # Regions of undeclared keys, each with the set of patterns its keys match (only the
+    # non-empty ones: disjoint patterns give one region each, not one per subset).
+    regions: list[tuple[fsm.DFA, tuple[bool, ...]]] = [(base, ())]
+    for p, loc, _ in patterns:
+        e = pattern_expr(c, p, loc.ptr)
+        d = fsm.from_expr(e) if e is not None else None
+        split = []
+        for keys, bits in regions:
+            inside = fsm.intersect(keys, d) if d is not None else fsm.EMPTY
+            outside = fsm.difference(keys, d) if d is not None else keys
+            split += [(k, bits + (on,)) for k, on in ((inside, True), (outside, False)) if not fsm.is_empty(k)]
+        regions = split
+        if len(regions) > MAX_KEY_REGIONS:
+            c.unsupported(f"patternProperties that split the property names into more than {MAX_KEY_REGIONS} "
+                          "regions are not supported", m.obj[0].ptr)
+            regions = regions[:MAX_KEY_REGIONS]
     parts = []
-    for bits in itertools.product((False, True), repeat=len(patterns)):
-        keys = base
-        for on, d in zip(bits, pdfas):
-            if d is None:
-                continue
-            keys = fsm.intersect(keys, d) if on else fsm.difference(keys, d)
-            if fsm.is_empty(keys):
-                break
-        if fsm.is_empty(keys):
-            continue
+    for keys, bits in regions:
         locs = []
         evaluators = []
         for i, a in enumerate(m.obj):

@@ -4,10 +4,12 @@ Two jobs need the schema's meaning on concrete values rather than on texts:
 
 * ``enum``/``const`` members are emitted only when they also satisfy the sibling keywords
   (``{"type": "string", "enum": ["a", 1]}`` allows only ``"a"``): :meth:`ValueChecker.check_merged`.
-* ``oneOf`` is accepted only when no value can match two branches: :func:`disjoint_conjs` proves
-  that from types, ``const``/``enum`` values, number ranges, string automata and a required
-  property whose values are disjoint (the usual "discriminator" pattern).  A proof that fails
-  only means "not proven": the caller then refuses the ``oneOf``.
+* ``oneOf`` becomes a plain union where no value can match two branches, type category by
+  type category (:func:`one_of_by_types`): proven from types, ``const``/``enum`` values, number
+  ranges, string automata, a required property whose values are disjoint (the usual
+  "discriminator" pattern) and closed objects without a common key; a category every value of
+  which matches two branches is left out.  A proof that fails only means "not proven": the
+  caller then tries complements, or refuses the ``oneOf``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .json_schema_merge import Loc, Merged, json_equal, merge, to_decimal
 if TYPE_CHECKING:
     from .json_schema import Conj, _Compiler
 
-__all__ = ["ValueChecker", "disjoint_conjs", "json_type"]
+__all__ = ["ValueChecker", "json_type", "one_of_by_types"]
 
 
 def json_type(v: Any) -> str:
@@ -213,38 +215,68 @@ def _flatten(c: _Compiler, conj: Conj) -> list[list[Loc]]:
     return [plain + sub for sub in c.flat_dnf(calls)]
 
 
-def disjoint_conjs(c: _Compiler, x: Conj, y: Conj) -> bool:
-    """True when no JSON value satisfies both conjunctions (False: not proven)."""
-    try:
-        return all(_disjoint(c, fx, fy, 0) for fx in _flatten(c, x) for fy in _flatten(c, y))
-    except (RecursionError, fsm.FsmTooLarge):
-        return False
-
-
 def _disjoint_locs(c: _Compiler, a: list[Loc], b: list[Loc], depth: int) -> bool:
     if depth > 3:
         return False
     return all(_disjoint(c, fx, fy, depth) for fx in c.flat_dnf(a) for fy in c.flat_dnf(b))
 
 
+CATEGORIES = ("null", "boolean", "object", "array", "string", "number")
+
+
+def category(v: Any) -> str:
+    """The type category of a JSON value (integers are numbers)."""
+    t = json_type(v)
+    return "number" if t == "integer" else t
+
+
+def admits(m: Merged, t: str) -> bool:
+    """Whether ``m``'s types let values of category ``t`` through (other keywords aside)."""
+    return ("integer" if t == "number" else t) in m.types
+
+
+def full_on(m: Merged, t: str) -> bool:
+    """Whether *every* value of category ``t`` satisfies ``m`` (False: not proven)."""
+    if m.enum is not None or not admits(m, t) or any(category(x) == t for x in m.excluded):
+        return False
+    if t == "number":
+        return "number" in m.types and m.lo is None and m.hi is None and not m.multiples
+    if t == "string":
+        return m.min_len == 0 and m.max_len is None and not m.patterns and not m.not_patterns and \
+            not m.not_formats and all(f not in FORMATS and f not in KNOWN_UNSUPPORTED for f, _ in m.formats)
+    if t == "array":
+        return not m.arr and m.min_items == 0 and m.max_items is None and not m.contains and m.unique is None \
+            and not m.uneval_items
+    if t == "object":
+        return not m.obj and not m.required and m.min_props == 0 and m.max_props is None and not m.names \
+            and not m.uneval_props
+    return True
+
+
 def _disjoint(c: _Compiler, x: list[Loc], y: list[Loc], depth: int) -> bool:
+    mx, my = merge(x, strict=c.strict), merge(y, strict=c.strict)
+    return all(disjoint_on(c, mx, my, t, depth) is True for t in CATEGORIES)
+
+
+def disjoint_on(c: _Compiler, mx: Merged, my: Merged, t: str, depth: int = 0) -> bool | str:
+    """Whether no value of category ``t`` satisfies both: True, False (not proven), or "empty"
+    (objects: none but possibly the empty object)."""
     from .json_schema_emit import string_dfa_of
 
-    mx, my = merge(x, strict=c.strict), merge(y, strict=c.strict)
     for a, b in ((mx, my), (my, mx)):
         if a.enum is not None:
-            return not any(c.value_ok(v, a) and c.value_ok(v, b) for v in a.enum)
-    common = mx.types & my.types
-    for t in common:
-        if t in ("null", "boolean", "array"):
-            return False
-        if t == "integer" and not _ranges_disjoint(mx, my):
-            return False
-        if t == "string" and not fsm.is_empty(fsm.intersect(string_dfa_of(c, mx), string_dfa_of(c, my))):
-            return False
-        if t == "object" and not _objects_disjoint(c, mx, my, depth):
-            return False
-    return True
+            return not any(category(v) == t and c.value_ok(v, a) and c.value_ok(v, b) for v in a.enum)
+    if not (admits(mx, t) and admits(my, t)):
+        return True
+    if t in ("null", "array"):
+        return False
+    if t == "boolean":
+        return {True, False} <= {v for v in mx.excluded + my.excluded if isinstance(v, bool)}
+    if t == "number":
+        return _ranges_disjoint(mx, my)
+    if t == "string":
+        return fsm.is_empty(fsm.intersect(string_dfa_of(c, mx), string_dfa_of(c, my)))
+    return _objects_disjoint(c, mx, my, depth)
 
 
 def _ranges_disjoint(a: Merged, b: Merged) -> bool:
@@ -260,7 +292,7 @@ def _forbidden(c: _Compiler, m: Merged, key: str) -> bool:
     return any(loc.schema is False for loc in c.value_locs(m, key))
 
 
-def _objects_disjoint(c: _Compiler, a: Merged, b: Merged, depth: int) -> bool:
+def _objects_disjoint(c: _Compiler, a: Merged, b: Merged, depth: int) -> bool | str:
     if (a.max_props is not None and a.max_props < b.min_props) or \
             (b.max_props is not None and b.max_props < a.min_props):
         return True
@@ -270,4 +302,75 @@ def _objects_disjoint(c: _Compiler, a: Merged, b: Merged, depth: int) -> bool:
                 return True
             if key in y.required and _disjoint_locs(c, c.value_locs(x, key), c.value_locs(y, key), depth + 1):
                 return True
+    ka, kb = _key_dfa(c, a), _key_dfa(c, b)
+    if ka is not None and kb is not None and fsm.is_empty(fsm.intersect(ka, kb)):
+        # No key is allowed by both: only the empty object can satisfy both.
+        return True if a.required or b.required or a.min_props or b.min_props else "empty"
     return False
+
+
+def _key_dfa(c: _Compiler, m: Merged) -> fsm.DFA | None:
+    """A superset of the keys an object of ``m`` may have (None: any key)."""
+    d: fsm.DFA | None = None
+    for a in m.obj:
+        if a.additional is None or a.additional.schema is not False:
+            continue
+        allowed = fsm.literal_set_dfa(k for k, loc in a.props.items() if loc.schema is not False)
+        for p, loc in a.patterns:
+            pd = c.checker._pattern_dfa(p, loc.ptr)
+            if pd is None:
+                return None
+            allowed = fsm.union(allowed, pd)
+        d = allowed if d is None else fsm.intersect(d, allowed)
+    return d
+
+
+def one_of_by_types(c: _Compiler, loc: Loc, branches: list[list[Conj]], context: list[Conj]) -> list[Conj] | None:
+    """``oneOf`` as a union, type category by type category, when that is exact; else None.
+
+    Per category ``t`` of the values the context allows: a branch is *full* (every ``t`` value
+    satisfies it), *partial*, or absent.  Two full branches exclude ``t`` (every such value matches
+    both); one full branch alone gives its values; no full branch needs the partial ones pairwise
+    disjoint.  Objects that overlap only in ``{}`` lose ``{}``, which comes back when exactly one
+    branch accepts it.
+    """
+    out: list[Conj] = []
+    own = [[merge(g, strict=c.strict) for x in b for g in _flatten(c, x)] for b in branches]
+    for ctx in context:
+        fctx = _flatten(c, ctx)
+        flats = [[f + g for x in b for f in fctx for g in _flatten(c, x)] for b in branches]
+        merged = [[merge(f, strict=c.strict) for f in fs] for fs in flats]
+        ctx_merged = [merge(f, strict=c.strict) for f in fctx]
+        allowed: list[str] = []
+        empty_object = False
+        for t in CATEGORIES:
+            if not any(admits(m, t) for m in ctx_merged):
+                continue
+            full = [i for i in range(len(branches)) if any(full_on(m, t) for m in own[i])]
+            partial = [i for i in range(len(branches)) if i not in full and any(admits(m, t) for m in merged[i])]
+            if len(full) >= 2:
+                continue  # every value of this category matches two branches
+            if full and partial:
+                return None
+            for k, i in enumerate(partial):
+                for j in partial[k + 1:]:
+                    for mx in merged[i]:
+                        for my in merged[j]:
+                            got = disjoint_on(c, mx, my, t)
+                            if got == "empty":
+                                empty_object = True
+                            elif got is not True:
+                                return None
+            allowed.append(t)
+        if not allowed:
+            continue
+        where = loc.at("oneOf")
+        restrict: list[Loc] = []
+        if len(allowed) < len(CATEGORIES):
+            restrict.append(Loc({"type": allowed}, where, loc.base))
+        if empty_object:
+            restrict.append(Loc({"minProperties": 1}, where, loc.base))
+        out += [ctx + x + restrict for b in branches for x in b]
+        if empty_object and sum(1 for ms in merged if any(c.checker.check_merged({}, m) for m in ms)) == 1:
+            out.append(ctx + [Loc({"const": {}}, where, loc.base)])
+    return out

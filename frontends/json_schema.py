@@ -209,6 +209,16 @@ class _Compiler:
         self._index(self.root)
         self.checker = ValueChecker(self)
         self._inlining: list[str] = []
+        self._conj_rules: dict[tuple[Any, ...], str] = {}
+        self._doc_ids: set[int] = set()
+        todo: list[Any] = [root]
+        while todo:  # the schema objects of the document (compared by identity)
+            x = todo.pop()
+            if isinstance(x, dict):
+                self._doc_ids.add(id(x))
+                todo.extend(x.values())
+            elif isinstance(x, list):
+                todo.extend(x)
 
     # ------------------------------------------------------------------ helpers for the emitter
 
@@ -478,7 +488,12 @@ class _Compiler:
         dnf: list[Conj] = [[]]
         for loc in locs:
             dnf = _cross(dnf, self.expand(loc))
-        return alt(*(self._compile_conj(conj, depth) for conj in dnf))
+        # A new value: the references being inlined around it are no in-place recursion here.
+        saved, self._inlining = self._inlining, []
+        try:
+            return alt(*(self._compile_conj(conj, depth) for conj in dnf))
+        finally:
+            self._inlining = saved
 
     def _compile_conj(self, conj: Conj, depth: int) -> Expr:
         calls: list[_Call] = []
@@ -497,17 +512,35 @@ class _Compiler:
             keys = [c.loc.ptr for c in calls]
             for k in keys:
                 if k in self._inlining:
-                    self.unsupported("a recursive $ref combined with other keywords is not supported", k)
+                    self.unsupported("a $ref that applies itself in place (through allOf/anyOf/$ref, not inside "
+                                     "a property or an item) is not supported", k)
                     return self.compile(plain, depth) if plain else self.any_value(depth)
+            # One rule per conjunction: a reference met again inside a property or an item of
+            # itself (a recursive $ref with sibling keywords) becomes a pushdown call of that rule.
+            memo = (frozenset((c.loc.ptr, c.loc.base) for c in calls),
+                    frozenset(self._loc_key(a) for a in plain), depth)
+            name = self._conj_rules.get(memo)
+            if name is not None:
+                return Ref(name)
+            name = self._conj_rules[memo] = self.fresh("all")
+            self.rules[name] = NOTHING
             self._inlining += keys
             try:
                 sub: list[Conj] = [list(plain)]
                 for c in calls:
                     sub = _cross(sub, self.expand(c.loc))
-                return alt(*(self._compile_conj(x, depth) for x in sub))
+                self.rules[name] = alt(*(self._compile_conj(x, depth) for x in sub))
             finally:
                 del self._inlining[-len(keys):]
+            return Ref(name)
         return emit_merged(self, merge(plain, strict=self.strict), depth)
+
+    def _loc_key(self, loc: Loc) -> tuple[Any, ...]:
+        """A hashable identity of a schema object (synthetic ones, made by negation, by content)."""
+        s = loc.schema
+        ident: Any = s if isinstance(s, bool) else \
+            id(s) if id(s) in self._doc_ids else json.dumps(s, sort_keys=True, default=str)
+        return (loc.ptr, loc.base, loc.parents, ident)
 
     def rule_for(self, target: Loc, depth: int) -> str:
         """The rule compiling ``target`` (created on first use; recursion makes it a pushdown call)."""

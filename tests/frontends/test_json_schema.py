@@ -173,6 +173,15 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
     ("ref-recursive", {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"$ref": "#"}},
                        "additionalProperties": False},
      [{}, {"v": 1, "next": {"v": 2, "next": {}}}], [{"next": {"v": "x"}}, {"w": 1}]),
+    ("ref-recursive-with-siblings", {"$defs": {"t": {"properties": {"c": {"$ref": "#/$defs/t", "required": ["x"]}}}},
+                                     "$ref": "#/$defs/t"},
+     [{}, {"c": {"x": 1}}, {"c": {"c": {"x": 2}, "x": 1}}, {"c": {"c": {"c": {"x": 3}, "x": 2}, "x": 1}}],
+     [{"c": {}}, {"c": {"c": {}, "x": 1}}, {"c": {"c": {"c": {"y": 3}, "x": 2}, "x": 1}}]),
+    ("ref-sibling-inside-its-own-allOf", {"$defs": {"a": {"type": "object", "properties": {
+        "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/a", "required": ["v"]}}}}},
+        "allOf": [{"$ref": "#/$defs/a"}, {"properties": {"v": {"minimum": 1}}}]},
+     [{}, {"v": 1, "kids": [{"v": 0}, {"v": 5, "kids": [{"v": -1}]}]}],
+     [{"v": 0}, {"kids": [{}]}, {"kids": [{"v": 1, "kids": [{"w": 1}]}]}]),
     ("ref-anchor", {"$defs": {"x": {"$anchor": "item", "type": "boolean"}}, "items": {"$ref": "#item"}},
      [[True]], [[1]]),
     ("ref-id", {"$id": "http://example.com/root.json", "$defs": {
@@ -352,8 +361,8 @@ ERRORS = [
     ({"format": "uri-template"}, UnsupportedSchemaError, "/format", r"format 'uri-template'"),
     ({"allOf": [{"multipleOf": 9973}, {"multipleOf": 9967}]}, UnsupportedSchemaError, "/allOf/1/multipleOf",
      r"multipleOf 9973, 9967 is too large"),
-    ({"$defs": {"t": {"properties": {"c": {"$ref": "#/$defs/t", "required": ["x"]}}}}, "$ref": "#/$defs/t"},
-     UnsupportedSchemaError, "/$defs/t", r"recursive \$ref"),
+    ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}], "type": "object"}}, "$ref": "#/$defs/a"},
+     UnsupportedSchemaError, "/$defs/a", r"\$ref that applies itself in place"),
 ]
 
 

@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 from pda.errors import RegexError, SchemaError, UnsupportedRegexError
-from pda.ir import EPSILON, NOTHING, CharClass, Expr, Ref, Repeat, Seq, alt, chars, lit, opt, repeat, seq, star
+from pda.ir import EPSILON, NOTHING, Alt, CharClass, Expr, Ref, Repeat, Seq, alt, chars, lit, opt, repeat, seq, star
 
 from . import json_schema_fsm as fsm
 from .json_formats import FORMATS, KNOWN_UNSUPPORTED, format_expr
@@ -155,33 +155,52 @@ def _fixed_len(e: Expr) -> int | None:
     if isinstance(e, Repeat) and e.max == e.min:
         n = _fixed_len(e.expr)
         return None if n is None else n * e.min
+    if isinstance(e, Alt):
+        lens = {_fixed_len(i) for i in e.items}
+        return lens.pop() if len(lens) == 1 else None
     return None
 
 
-def restrict_len(e: Expr, lo: int, hi: int | None) -> Expr | None:
-    """``e`` limited to lo..hi characters when that is a simple rewrite of one repetition; else None."""
-    items = list(e.items) if isinstance(e, Seq) else [e]
-    fixed = 0
-    var = None
-    for i, it in enumerate(items):
-        n = _fixed_len(it)
-        if n is not None:
-            fixed += n
-        elif var is None and isinstance(it, Repeat) and _fixed_len(it.expr) == 1:
-            var = i
-        else:
-            return None
-    if var is None:
-        ok = fixed >= lo and (hi is None or fixed <= hi)
-        return e if ok else NOTHING
-    r = items[var]
-    assert isinstance(r, Repeat)
-    new_lo = max(r.min, lo - fixed)
-    new_hi = r.max if hi is None else (hi - fixed if r.max is None else min(r.max, hi - fixed))
-    if new_hi is not None and new_hi < new_lo:
+def restrict_len(e: Expr, lo: int, hi: int | None, budget: list[int] | None = None) -> Expr | None:
+    """``e`` limited to lo..hi characters by rewriting its repetition counts (alternatives of
+    different lengths are distributed, up to a budget); None when that is not a simple rewrite."""
+    budget = [64] if budget is None else budget
+    lo = max(lo, 0)
+    if lo == 0 and hi is None:
+        return e
+    n = _fixed_len(e)
+    if n is not None:
+        return e if n >= lo and (hi is None or n <= hi) else NOTHING
+    if hi is not None and hi < lo:
         return NOTHING
-    items[var] = repeat(r.expr, new_lo, new_hi)
-    return seq(*items)
+    if isinstance(e, Alt):
+        budget[0] -= len(e.items)
+        parts = [restrict_len(x, lo, hi, budget) if budget[0] >= 0 else None for x in e.items]
+        return None if any(p is None for p in parts) else alt(*parts)  # type: ignore[arg-type]
+    if isinstance(e, Repeat):
+        k = _fixed_len(e.expr)
+        if not k:
+            return None
+        new_lo = max(e.min, -(-lo // k))
+        new_hi = e.max if hi is None else (hi // k if e.max is None else min(e.max, hi // k))
+        return NOTHING if new_hi is not None and new_hi < new_lo else repeat(e.expr, new_lo, new_hi)
+    if not isinstance(e, Seq):
+        return None
+    items = list(e.items)
+    var = [i for i, it in enumerate(items) if _fixed_len(it) is None]
+    fixed = sum(_fixed_len(it) or 0 for it in items)
+    if len(var) == 1:
+        i = var[0]
+        r = restrict_len(items[i], lo - fixed, None if hi is None else hi - fixed, budget)
+        return None if r is None else seq(*items[:i], r, *items[i + 1:])
+    for i in var:  # distribute a choice between lengths over the rest of the sequence
+        it = items[i]
+        if isinstance(it, Alt):
+            budget[0] -= len(it.items)
+            if budget[0] < 0:
+                return None
+            return restrict_len(alt(*(seq(*items[:i], x, *items[i + 1:]) for x in it.items)), lo, hi, budget)
+    return None
 
 
 def string_dfa_of(c: _Compiler, m: Merged) -> fsm.DFA:

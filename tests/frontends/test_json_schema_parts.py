@@ -134,3 +134,20 @@ def test_spelled_except_against_decoding() -> None:
     for w in _strings("ab/é\"", 3) + ["x\"y", "x\"", "x\"yy", "😀"]:
         for text in (json.dumps(w), json.dumps(w, ensure_ascii=False)):
             assert g.accepts(text) == (w not in words), text
+
+
+@pytest.mark.parametrize("pattern", [r"^data:(jpg|jpeg|png|svg\+xml);[a-z=]*$", r"^[1-9]{1}[0-9]{2,5}$",
+                                     r"^(ab|c)*x$", r"^(a|bb)(c|dd)[e-f]+$", r"^(xy)+$"])
+@pytest.mark.parametrize("lo,hi", [(0, None), (3, None), (0, 6), (4, 9), (7, 7), (12, 40)])
+def test_restrict_len_is_length_intersection(pattern: str, lo: int, hi: int | None) -> None:
+    from pda.frontends.json_schema_emit import restrict_len
+    from pda.frontends.regex import regex_to_ir
+
+    e = regex_to_ir(pattern, dialect="ecmascript", search=True)
+    got = restrict_len(e, lo, hi)
+    if got is None:  # a repetition of a choice between lengths: not a simple rewrite
+        assert "(ab|c)*" in pattern and (lo, hi) != (0, None)
+        return
+    want = fsm.intersect(fsm.from_expr(e), fsm.length_dfa(lo, hi))
+    have = fsm.from_expr(got)
+    assert fsm.is_empty(fsm.difference(want, have)) and fsm.is_empty(fsm.difference(have, want))

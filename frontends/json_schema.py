@@ -15,10 +15,12 @@ How the schema becomes a grammar:
   ignored as those drafts say.
 * ``allOf``/``anyOf``/``oneOf`` are expanded into a union of conjunctions; each conjunction is
   merged keyword by keyword (types intersected, bounds tightened, properties and items
-  intersected position by position, patterns intersected as automata).  ``oneOf`` branches that
-  are provably disjoint (types, ``const``/``enum`` values, a required property with disjoint
-  values, disjoint string automata or number ranges) are a plain union; otherwise each branch is
-  taken together with the complements of the others, when those can be built.
+  intersected position by position, patterns intersected as automata).  ``oneOf`` is a plain
+  union where its branches are provably disjoint, type category by type category (types,
+  ``const``/``enum`` values, a required property with disjoint values, disjoint string automata
+  or number ranges, closed objects with no key in common), a category that two branches accept
+  whole being left out; otherwise each branch is taken together with the complements of the
+  others, when those can be built.
 * ``not`` and the ``if`` of ``if``/``then``/``else`` through complements (:mod:`.json_schema_negate`:
   types but integer alone, bounds, lengths, patterns, formats, ``required``, ``properties``,
   ``enum``/``const`` of scalars, ``allOf``/``anyOf``/``not``/``$ref``);
@@ -28,10 +30,14 @@ How the schema becomes a grammar:
 * Strings: see :mod:`.json_schema_strings` (every spelling ``json.dumps`` can write, and all
   other JSON escapes but ``\\u`` for printable ASCII; lengths count code points); formats:
   :mod:`.json_formats`; numbers: :mod:`.json_numbers`.
-* Refused: ``uniqueItems`` (unless ``maxItems`` <= 1), ``maxContains``, ``contains`` with
+* ``uniqueItems`` when ``maxItems`` <= 1, or when the items are drawn from a small finite set
+  (``enum``, ``const``, booleans, null): every sequence of distinct values, spelled out.
+* Refused: other ``uniqueItems``, ``maxContains``, ``contains`` with
   ``prefixItems``/``minItems``/``maxItems``, ``$dynamicRef``/``$recursiveRef``, remote ``$ref``,
   regex back-references and lookarounds, string constraints whose combined automaton exceeds
-  300 states, a recursive ``$ref`` merged with sibling keywords, more than 512 conjunctions.
+  300 states, a ``$ref`` that applies itself in place (``{"allOf": [{"$ref": "#"}]}``), more
+  than 512 conjunctions.  (A ``$ref`` with sibling keywords met again inside its own
+  properties or items is a rule of its own, called recursively.)
 
 Departures from plain JSON Schema validation (all make the grammar *stricter*, never looser):
 

@@ -18,7 +18,7 @@ from pda.ir import EPSILON, NOTHING, Alt, CharClass, Expr, Ref, Repeat, Seq, alt
 from . import json_schema_fsm as fsm
 from .json_formats import FORMATS, KNOWN_UNSUPPORTED, format_expr
 from .json_numbers import number_expr, value_spellings
-from .json_schema_merge import Loc, Merged, to_decimal
+from .json_schema_merge import Loc, Merged, json_equal, merge, to_decimal
 from .json_schema_values import unevaluated
 from .json_schema_strings import ANY_CHAR, dfa_to_json, spelled_except, quoted, spell, spell_expr, string_literal
 
@@ -272,11 +272,15 @@ def emit_array(c: _Compiler, m: Merged, depth: int) -> Expr:
     lo, hi = m.min_items, m.max_items
     if hi is not None and hi < lo:
         return NOTHING
-    if m.unique is not None and (hi is None or hi > 1):
-        c.unsupported("uniqueItems is not supported (unless maxItems <= 1)", m.unique)
     n_prefix = max((len(a.prefix) for a in m.arr), default=0)
     if hi is not None:
         n_prefix = min(n_prefix, hi)
+    if m.unique is not None and (hi is None or hi > 1):
+        unique = None if m.contains else _unique_items(c, m, n_prefix, depth)
+        if unique is not None:
+            return unique
+        c.unsupported("uniqueItems is not supported (unless maxItems <= 1, or the items are drawn from a small "
+                      "finite set: enum, const, boolean, null)", m.unique)
     rest_locs = c.checker.item_locs(m, None)
     if m.contains and m.uneval_items:
         c.unsupported("contains together with unevaluatedItems is not supported", m.uneval_items[0][1])
@@ -304,6 +308,77 @@ def emit_array(c: _Compiler, m: Merged, depth: int) -> Expr:
 
     nonempty = seq(open_, tail(0), close)
     return alt(empty, nonempty) if lo == 0 else nonempty
+
+
+MAX_UNIQUE_VALUES = 12
+MAX_UNIQUE_ARRAYS = 4000
+
+
+def _finite_values(c: _Compiler, locs: list[Loc]) -> list[Any] | None:
+    """The values valid against every schema in ``locs`` when they are few (enum, const,
+    boolean, null), deduplicated as JSON values; None otherwise."""
+    vals: list[Any] = []
+    try:
+        conjs = c.flat_dnf(locs)
+    except RecursionError:
+        return None
+    for conj in conjs:
+        mm = merge(conj, strict=c.strict)
+        if mm.enum is None and not mm.types <= {"null", "boolean"}:
+            return None
+        for v in mm.enum if mm.enum is not None else [None, True, False]:
+            if c.value_ok(v, mm) and not any(json_equal(v, w) for w in vals):
+                vals.append(v)
+        if len(vals) > MAX_UNIQUE_VALUES:
+            return None
+    return vals
+
+
+def _unique_items(c: _Compiler, m: Merged, n_prefix: int, depth: int) -> Expr | None:
+    """``uniqueItems`` over items drawn from small finite sets: every sequence of distinct
+    values (an array's length is the number of values used so far); None when not that case."""
+    lo, hi = m.min_items, m.max_items
+    sets = []
+    for p in list(range(n_prefix)) + [None]:
+        vals = _finite_values(c, c.checker.item_locs(m, p))
+        if vals is None:
+            return None
+        sets.append(vals)
+    universe: list[Any] = []
+    for vals in sets:
+        for v in vals:
+            if not any(json_equal(v, w) for w in universe):
+                universe.append(v)
+    if len(universe) > MAX_UNIQUE_VALUES:
+        return None
+    allowed = [frozenset(j for j, u in enumerate(universe) if any(json_equal(u, v) for v in vals)) for vals in sets]
+
+    def choices(used: frozenset[int]) -> frozenset[int]:
+        if hi is not None and len(used) >= hi:
+            return frozenset()
+        return allowed[min(len(used), n_prefix)] - used
+
+    counts: dict[frozenset[int], int] = {}
+
+    def count(used: frozenset[int]) -> int:  # arrays that continue from `used`
+        if used not in counts:
+            counts[used] = (len(used) >= lo) + sum(count(used | {j}) for j in choices(used))
+        return counts[used]
+
+    if count(frozenset()) > MAX_UNIQUE_ARRAYS:
+        return None
+    open_, sep, close, empty = c.layout.pieces(depth, "[]")
+    texts = [value_literal(c, u, depth + 1) for u in universe]
+    memo: dict[frozenset[int], Expr] = {}
+
+    def after(used: frozenset[int]) -> Expr:  # the rest of the array after the values `used`
+        if used not in memo:
+            memo[used] = alt(close if len(used) >= lo else NOTHING,
+                             *(seq(sep, texts[j], after(used | {j})) for j in sorted(choices(used))))
+        return memo[used]
+
+    first = alt(*(seq(texts[j], after(frozenset({j}))) for j in sorted(choices(frozenset()))))
+    return alt(empty if lo == 0 else NOTHING, seq(open_, first))
 
 
 def _contains_body(c: _Compiler, m: Merged, rest_locs: list[Loc], n_prefix: int, sep: Expr,

@@ -142,9 +142,15 @@ _spell_cache: dict[Ranges, Expr] = {}
 
 def spell(ranges: Ranges) -> Expr:
     """Every JSON spelling (inside a string literal) of one code point from ``ranges``."""
-    ranges = normalize_ranges(ranges)
+    ranges = ranges if isinstance(ranges, tuple) else tuple(ranges)
+    got = _spell_cache.get(ranges)  # as given first: normalising costs more than the lookup
+    if got is not None:
+        return got
+    given, ranges = ranges, normalize_ranges(ranges)
     got = _spell_cache.get(ranges)
     if got is not None:
+        if len(_spell_cache) < 4096:
+            _spell_cache[given] = got
         return got
     scalar = intersect_ranges(ranges, ANY_CHAR)
     parts: list[Expr] = []
@@ -164,7 +170,7 @@ def spell(ranges: Ranges) -> Expr:
         parts.append(seq(lit("\\"), alt(*after_backslash)))
     out = alt(*parts) if parts else NOTHING
     if len(_spell_cache) < 4096:
-        _spell_cache[ranges] = out
+        _spell_cache[ranges] = _spell_cache[given] = out
     return out
 
 
@@ -246,7 +252,8 @@ def spelled_except(words: Iterable[str]) -> Expr:
     node ``p`` with a character that is no child of ``p``.  Characters that occur in no word at
     all leave the trie from any node, so they are factored out: ``PATHS · spell(Z) · ANY*`` with
     ``PATHS`` every trie path and ``Z`` those characters; the rest of the trie only needs the few
-    characters that occur in the words.  The size is a small multiple of the trie's."""
+    characters that occur in the words.  The tail after the string has left the trie, ``ANY*``,
+    is written once.  The size is a small multiple of the trie's."""
     trie: dict[str, Any] = {}
     for w in words:
         node = trie
@@ -254,23 +261,25 @@ def spelled_except(words: Iterable[str]) -> Expr:
             node = node.setdefault(ch, {})
         node[""] = {}
     used = normalize_ranges((ord(ch), ord(ch)) for w in _all_words(trie) for ch in w)
-    anything = repeat(spell(ANY_CHAR), 0, None)
 
-    def leave(node: dict[str, Any]) -> Expr:
+    def end(node: dict[str, Any]) -> Expr:  # strings that stop inside the trie, not on a word
         kids = sorted(k for k in node if k)
-        parts = [] if "" in node else [EPSILON]
+        return alt(*([] if "" in node else [EPSILON]), *(seq(spell(((ord(k), ord(k)),)), end(node[k])) for k in kids))
+
+    def exit_(node: dict[str, Any]) -> Expr:  # prefixes that leave the trie by a character of a word
+        kids = sorted(k for k in node if k)
         others = subtract_ranges(used, [(ord(k), ord(k)) for k in kids])
-        if others:
-            parts.append(seq(spell(others), anything))
-        parts += [seq(spell(((ord(k), ord(k)),)), leave(node[k])) for k in kids]
-        return alt(*parts)
+        return alt(*([spell(others)] if others else []),
+                   *(seq(spell(((ord(k), ord(k)),)), exit_(node[k])) for k in kids))
 
     def paths(node: dict[str, Any]) -> Expr:
         kids = sorted(k for k in node if k)
         return alt(EPSILON, *(seq(spell(((ord(k), ord(k)),)), paths(node[k])) for k in kids))
 
     rest = subtract_ranges(ANY_CHAR, used)
-    return alt(leave(trie), seq(paths(trie), spell(rest), anything))
+    # Every string after a prefix that has left the trie is allowed: the tail is written once.
+    left = alt(exit_(trie), seq(paths(trie), spell(rest)))
+    return alt(end(trie), seq(left, repeat(spell(ANY_CHAR), 0, None)))
 
 
 def _all_words(trie: dict[str, Any], prefix: str = "") -> Iterable[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pda.ir import Alt, Expr, Ref, Repeat, Seq, alt, refs_of, repeat, seq
+from pda.ir import Alt, Expr, Ref, Repeat, Seq, alt, repeat, seq
 
 __all__ = ["draft4_ids", "inline_single_use"]
 
@@ -44,7 +44,9 @@ def inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
     """Substitute every non-recursive rule that is called once into its caller (and drop unused
     rules), so that each remaining rule's body shows its real size: the core's inliner judges a
     rule by the size of its body, and a small body calling a big single-use rule would mislead it."""
-    graph = {n: {r.name for r in refs_of(b)} for n, b in rules.items()}
+    counted: dict[int, tuple[Expr, dict[str, int]]] = {}
+    calls = {n: _ref_counts(b, counted) for n, b in rules.items()}
+    graph = {n: set(cs) for n, cs in calls.items()}
     recursive: set[str] = set()
     for name in rules:  # a rule is recursive when it reaches itself
         seen, todo = set(), list(graph[name])
@@ -57,22 +59,32 @@ def inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
                 seen.add(x)
                 todo.extend(graph[x])
     uses: dict[str, int] = {n: 0 for n in rules}
-    for b in rules.values():
-        for r in refs_of(b):
-            uses[r.name] = uses.get(r.name, 0) + 1
+    for cs in calls.values():
+        for r, k in cs.items():
+            uses[r] = uses.get(r, 0) + k
     single = {n for n in rules if n != root and n not in recursive and uses[n] == 1}
     done: dict[str, Expr] = {}
+    memo: dict[int, tuple[Expr, Expr]] = {}  # id(node) -> (node, expanded): shared subtrees once
 
     def expand(e: Expr) -> Expr:
         if isinstance(e, Ref):
             return done.get(e.name, e) if e.name in single else e
-        if isinstance(e, Seq):
-            return seq(*(expand(i) for i in e.items))
-        if isinstance(e, Alt):
-            return alt(*(expand(i) for i in e.items))
+        if not isinstance(e, (Seq, Alt, Repeat)):
+            return e
+        got = memo.get(id(e))
+        if got is not None:
+            return got[1]
         if isinstance(e, Repeat):
-            return repeat(expand(e.expr), e.min, e.max)
-        return e
+            inner = expand(e.expr)
+            out = e if inner is e.expr else repeat(inner, e.min, e.max)
+        else:
+            items = [expand(i) for i in e.items]
+            if all(a is b for a, b in zip(items, e.items)):
+                out = e  # nothing inlined below: keep the node (no rebuilding, no rehashing)
+            else:
+                out = seq(*items) if isinstance(e, Seq) else alt(*items)
+        memo[id(e)] = (e, out)
+        return out
 
     # Expand single-use rules callees first (iterative post-order), so no recursion crosses rules.
     for start in single:
@@ -90,9 +102,27 @@ def inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
             stack.extend((d, False) for d in graph[name] if d in single and d not in done)
     out = {n: expand(b) for n, b in rules.items() if n not in single}
     reached, todo = {root}, [root]
+    counted = {}
     while todo:
-        for r in refs_of(out[todo.pop()]):
-            if r.name not in reached:
-                reached.add(r.name)
-                todo.append(r.name)
+        for r in _ref_counts(out[todo.pop()], counted):
+            if r not in reached:
+                reached.add(r)
+                todo.append(r)
     return {n: b for n, b in out.items() if n in reached}
+
+
+def _ref_counts(e: Expr, memo: dict[int, tuple[Expr, dict[str, int]]]) -> dict[str, int]:
+    """How many times each rule is referenced in ``e`` read as a tree (shared subtrees walked once)."""
+    if isinstance(e, Ref):
+        return {e.name: 1}
+    if not isinstance(e, (Seq, Alt, Repeat)):
+        return {}
+    got = memo.get(id(e))
+    if got is not None:
+        return got[1]
+    total: dict[str, int] = {}
+    for sub in (e.expr,) if isinstance(e, Repeat) else e.items:
+        for name, k in _ref_counts(sub, memo).items():
+            total[name] = total.get(name, 0) + k
+    memo[id(e)] = (e, total)
+    return total

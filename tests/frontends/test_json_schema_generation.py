@@ -1,4 +1,4 @@
-"""The generation guarantee: what a sampler constrained by pda's masks completes, ``jsonschema`` validates.
+r"""The generation guarantee: what a sampler constrained by pda's masks completes, ``jsonschema`` validates.
 
 An adversarial random-logit sampler (seeded Gaussian logits, Gumbel-max sampling under pda's token
 mask) decodes instances of a few hundred schemas; every instance it completes must be valid for
@@ -29,7 +29,10 @@ including recursion; (b) the keyword table of ``test_json_schema.py``.  The bulk
 The oracle reads numbers as Python does (``json.loads``).  Where that loses the value (an integer
 beyond the float range such as ``1e400`` becomes ``inf``, ``1e-400`` becomes ``0.0``), the instance
 is validated again with exact numbers (:func:`exact_loads`); JSON Schema's numbers are
-mathematical values, so that is the right verdict, and such instances are counted.
+mathematical values, so that is the right verdict, and such instances are counted.  One format
+checker of ``jsonschema`` is wrong and replaced (see :func:`oracle`).  Patterns are not drawn with
+``\D``, ``\W`` or a bare ``\s``: pda follows ECMA-262 there (``\s`` matches U+FEFF, ``\W`` matches
+``é``) while ``jsonschema`` uses Python's ``re``, so the two disagree by design.
 """
 
 from __future__ import annotations
@@ -37,11 +40,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -50,7 +55,7 @@ import pytest
 from pda import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from pda.errors import EmptyLanguageError, UnsupportedSchemaError
 
-from .test_json_schema import CASES, _validator
+from .test_json_schema import CASES
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -158,6 +163,34 @@ def exact_loads(text: str) -> Any:
     return json.loads(text, parse_float=_exact_float)
 
 
+def _relative_json_pointer(instance: object) -> bool:
+    """RFC draft-handrews-relative-json-pointer-01: ``(0|[1-9][0-9]*)`` then ``#`` or a JSON pointer.
+    (jsonschema 4.26's checker refuses any digit after a ``0``, so ``"307"`` and ``"101/a"``.)"""
+    return not isinstance(instance, str) or re.fullmatch(r"(0|[1-9][0-9]*)(#|(/([^~]|~[01])*)*)", instance,
+                                                         re.DOTALL) is not None
+
+
+def _exact_multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Any:
+    """``multipleOf`` in exact decimal arithmetic (jsonschema divides floats, and overflows)."""
+    if validator.is_type(instance, "number") and (Fraction(instance) / Fraction(Decimal(repr(step)))).denominator != 1:
+        yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {step}")
+
+
+@lru_cache(maxsize=None)
+def oracle(schema_text: str, exact: bool = False) -> Any:
+    """``jsonschema``'s validator for the schema's draft (2020-12 by default), asserting formats,
+    with the one format checker that is wrong replaced (:func:`_relative_json_pointer`); with
+    ``exact``, ``multipleOf`` is checked on exact values (for :func:`exact_loads`' numbers)."""
+    schema = json.loads(schema_text)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    checker = jsonschema.FormatChecker(())
+    checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
+    checker.checks("relative-json-pointer")(_relative_json_pointer)
+    if exact:
+        cls = jsonschema.validators.extend(cls, {"multipleOf": _exact_multiple_of})
+    return cls(schema, format_checker=checker)
+
+
 def check_instance(schema: Any, raw: bytes) -> str | None:
     """None when ``raw`` is JSON that ``jsonschema`` validates against ``schema``; else why not."""
     try:
@@ -165,13 +198,18 @@ def check_instance(schema: Any, raw: bytes) -> str | None:
         value = json.loads(text)
     except (UnicodeDecodeError, ValueError) as e:
         return f"not JSON ({e}): {raw!r}"
-    oracle = _validator(json.dumps(schema))
-    if oracle.is_valid(value):
-        return None
-    if oracle.is_valid(exact_loads(text)):
+    validator = oracle(json.dumps(schema))
+    try:
+        if validator.is_valid(value):
+            return None
+    except (OverflowError, ValueError):  # jsonschema on inf: multipleOf converts it to a Fraction
+        pass
+    exact = oracle(json.dumps(schema), exact=True)
+    if exact.is_valid(exact_loads(text)):
         EXACT_ONLY.append(text)
         return None
-    errors = "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message[:120]}" for e in oracle.iter_errors(value))
+    errors = "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message[:120]}"
+                       for e in exact.iter_errors(exact_loads(text)))
     return f"INVALID {text[:300]!r}: {errors[:400]}"
 
 
@@ -512,5 +550,22 @@ def test_min_properties_counts_distinct_names() -> None:
 
     schema = {"type": "object", "minProperties": 2}
     text = '{"a": 1, "a": 2}'
-    assert not _validator(json.dumps(schema)).is_valid(json.loads(text))
+    assert not oracle(json.dumps(schema)).is_valid(json.loads(text))
     assert not Grammar.from_json_schema(schema).accepts(text)
+
+
+def test_oracle_relative_json_pointer() -> None:
+    v = oracle(json.dumps({"format": "relative-json-pointer"}))
+    for good in ["0", "307", "101/a", "2#", "0/a~0b~1c", "1/"]:
+        assert v.is_valid(good), good
+    for bad in ["", "01", "-1", "/a", "1#/a", "1/~2", "a"]:
+        assert not v.is_valid(bad), bad
+
+
+def test_oracle_exact_numbers() -> None:
+    schema = {"type": "number", "multipleOf": 0.125, "minimum": 0}
+    assert check_instance(schema, b"9" * 400 + b".875") is None  # json.loads makes it inf
+    assert check_instance(schema, b"9" * 400 + b".8") is not None
+    assert check_instance({"type": "integer"}, b"1e400") is None
+    assert check_instance({"type": "number", "exclusiveMinimum": 0}, b"1e-400") is None
+    assert check_instance({"type": "number", "exclusiveMinimum": 0}, b"0e-400") is not None

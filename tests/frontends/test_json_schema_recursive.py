@@ -26,8 +26,7 @@ import pytest
 from pda import Grammar, GrammarMatcher
 from pda.errors import ValidationError
 
-from .test_json_schema import _validator
-from .test_json_schema_generation import Vocab, allowed_of, check_instance, make_vocab, sample
+from .test_json_schema_generation import Vocab, allowed_of, check_instance, make_vocab, oracle, sample
 
 TREE = {
     "$defs": {"tree": {"type": "object", "properties": {
@@ -212,12 +211,12 @@ def deep_python() -> Any:
 @pytest.mark.parametrize("name,schema,build,break_", SHAPES, ids=IDS)
 def test_deep_instances_accepted_and_broken_ones_refused(
         name: str, schema: Any, build: Any, break_: Any, depth: int, vocab: Vocab, small_bpe_tokenizer: Any) -> None:
-    oracle = _validator(json.dumps(schema))
+    validator = oracle(json.dumps(schema))
     g = Grammar.from_json_schema(schema)
     compiled = vocab.compiler.compile_json_schema(schema)
     good = build(depth)
     assert json_depth(good) >= depth
-    assert oracle.is_valid(good)
+    assert validator.is_valid(good)
     for text in (json.dumps(good, ensure_ascii=False), json.dumps(good)):
         assert g.accepts(text), f"{name}: false reject at depth {depth}"
     # indented: at most max_whitespace (16) blanks in a row, so 15 levels of indent=1
@@ -228,7 +227,7 @@ def test_deep_instances_accepted_and_broken_ones_refused(
 
     bad = build(depth)
     break_(bad)
-    assert not oracle.is_valid(bad), "the breaker left the instance valid"
+    assert not validator.is_valid(bad), "the breaker left the instance valid"
     text = json.dumps(bad, ensure_ascii=False)
     with pytest.raises(ValidationError) as err:
         g.validate(text)

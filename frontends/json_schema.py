@@ -44,11 +44,12 @@ Departures from plain JSON Schema validation (all make the grammar *stricter*, n
 * **Property order**: declared properties appear in the order the schema lists them (optional ones
   may be left out), then undeclared ones (where allowed); ``{"b":1,"a":2}`` is refused when the
   schema declares ``a`` before ``b``.  Required names that no ``properties`` declares may come
-  anywhere among the undeclared ones (in any order when there are at most 4 of them).  With
+  anywhere among the undeclared ones (in any order while every order written out stays small:
+  a few members with light values; else in the order of ``required``).  With
   ``property_order="any"`` (objects without ``minProperties``/``maxProperties``) members may come
-  in any order (required ones exactly once, and in the order of ``properties`` when there are
-  more than 4 of them); an optional or undeclared key may then be repeated (JSON parsers keep the
-  last value, which the grammar checked like every other).
+  in any order (required ones exactly once, and in the order of ``properties`` when their orders
+  written out would be too large); an optional or undeclared key may then be repeated (JSON
+  parsers keep the last value, which the grammar checked like every other).
 * ``strict=True`` forbids undeclared properties of objects that declare ``properties`` or
   ``patternProperties`` (when ``additionalProperties`` is not given) and items after
   ``prefixItems`` (when ``items`` is not given), as XGrammar does.

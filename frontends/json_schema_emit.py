@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal
 
 from pda.errors import RegexError, SchemaError, UnsupportedRegexError
-from pda.ir import EPSILON, NOTHING, Alt, CharClass, Expr, Ref, Repeat, Seq, alt, chars, lit, opt, repeat, seq, star
+from pda.ir import EPSILON, NOTHING, Alt, Bytes, CharClass, Expr, Ref, Repeat, Seq, alt, chars, lit, opt, repeat, seq, star
 
 from . import json_schema_fsm as fsm
 from .json_formats import FORMATS, KNOWN_UNSUPPORTED, format_expr
@@ -138,8 +138,6 @@ def _string_negs(c: _Compiler, m: Merged) -> list[Expr]:
 
 
 def _fixed_len(e: Expr) -> int | None:
-    from pda.ir import Bytes
-
     if isinstance(e, CharClass):
         return 1
     if isinstance(e, Bytes):
@@ -515,14 +513,53 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
     return alt(empty, nonempty) if nullable else nonempty
 
 
+MAX_ORDERS_WEIGHT = 20000
+
+
+def weight(e: Expr, memo: dict[int, tuple[Expr, int]] | None = None) -> int:
+    """A rough count of the automaton states ``e`` needs, read as a tree: a counted repetition
+    costs its body times its count (``{0,1000}`` of a string character is a thousand of them)."""
+    memo = {} if memo is None else memo
+    if isinstance(e, Bytes):
+        return len(e.data)
+    if not isinstance(e, (Seq, Alt, Repeat)):
+        return 1
+    got = memo.get(id(e))
+    if got is not None:
+        return got[1]
+    if isinstance(e, Repeat):
+        w = weight(e.expr, memo) * max(e.min if e.max is None else e.max, 1)
+    else:
+        w = sum(weight(i, memo) for i in e.items)
+    memo[id(e)] = (e, w)
+    return w
+
+
+def _orders_weight(members: list[Expr], xs: Expr) -> int:
+    """:func:`weight` of every order of ``members`` written out as a tree (a tree of prefixes)."""
+    if len(members) > 8:
+        return MAX_ORDERS_WEIGHT + 1
+    memo: dict[int, tuple[Expr, int]] = {}
+    ws, wx = [weight(m, memo) for m in members], weight(xs, memo)
+    cost: dict[frozenset[int], int] = {}
+
+    def tree(left: frozenset[int]) -> int:
+        if left not in cost:
+            cost[left] = wx + sum(1 + ws[f] + tree(left - {f}) for f in left)
+        return cost[left]
+
+    return 2 * tree(frozenset(range(len(members))))
+
+
 def _object_with_floating(c: _Compiler, members: list[tuple[Expr, bool]], floating: list[Expr], extra: Expr,
                           depth: int) -> Expr:
     """Declared members in order, then undeclared ones among which each floating (required,
-    undeclared) member appears once: in any order when there are at most 4 of them, else in the
-    order of ``required``.  Only used without minProperties/maxProperties."""
+    undeclared) member appears once: in any order when the orders, written out, stay small
+    (:data:`MAX_ORDERS_WEIGHT`), else in the order given.  Only used without
+    minProperties/maxProperties."""
     open_, sep, close, _ = c.layout.pieces(depth, "{}")
     xs = star(seq(sep, extra)) if extra != NOTHING else EPSILON
-    if len(floating) <= 4:
+    if _orders_weight(floating, xs) <= MAX_ORDERS_WEIGHT:
         # Any order of the floating members (a subset-indexed family of expressions).
         memo: dict[frozenset[int], Expr] = {}
 

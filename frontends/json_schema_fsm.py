@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 
 from pda.ir import (
     EPSILON, MAX_CODE_POINT, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq, alt, chars,
-    seq, star,
+    repeat, seq, star,
 )
 
 __all__ = [
@@ -451,6 +451,82 @@ def to_expr(
     return _rules(d, label, add_rule, name)
 
 
+def _groups(row: list[tuple[int, int, int]]) -> dict[int, Ranges]:
+    """A DFA row as target -> the ranges leading there."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for lo, hi, t in row:
+        out.setdefault(t, []).append((lo, hi))
+    return {t: tuple(rs) for t, rs in out.items()}
+
+
+@dataclass
+class _Chains:
+    inner: set[int]  # states folded away
+    # (from, first) -> (end, steps, whether the inner states accept, their other edges)
+    starts: dict[tuple[int, int], tuple[int, int, bool, tuple[tuple[int, Ranges], ...]]]
+
+    def edges(self, s: int, t: int, rs: Ranges, label: Callable[[Ranges], Expr]) -> list[tuple[int | None, Expr]]:
+        """The edges from ``s`` that replace its edge to ``t`` (target None: acceptance)."""
+        chain = self.starts.get((s, t))
+        if chain is None:
+            return [(t, label(rs))]
+        end, m, accepting, side = chain
+        lab = label(rs)
+        some = repeat(lab, 1, m - 1)  # into one of the inner states
+        out: list[tuple[int | None, Expr]] = [(end, repeat(lab, m, m))]
+        if accepting:
+            out.append((None, some))
+        out += [(x, seq(some, label(r))) for x, r in side]
+        return out
+
+
+def _chains(d: DFA, groups: list[dict[int, Ranges]]) -> _Chains:
+    """Runs ``q0 -L-> q1 -L-> ... -L-> qm`` (m >= 3) whose inner states have one way in, go on
+    by the same label ``L``, and share their acceptance and their other edges: folded into
+    counted repetitions (eliminating such states one by one would nest m levels deep)."""
+    preds: list[set[int]] = [set() for _ in d.trans]
+    for s, g in enumerate(groups):
+        for t in g:
+            preds[t].add(s)
+
+    def inner(q: int, rs: Ranges) -> tuple[int, tuple[tuple[int, Ranges], ...]] | None:
+        """q's successor on rs and its other edges, when q can be inside a chain on rs."""
+        if q == 0 or len(preds[q]) != 1:
+            return None
+        nxt = [t for t, r in groups[q].items() if r == rs and t != q]
+        if not nxt:
+            return None
+        return nxt[0], tuple(sorted((t, r) for t, r in groups[q].items() if t != nxt[0]))
+
+    # States in breadth-first order: a chain is found from its first state before any of its
+    # inner states could be taken for the start of another one.
+    order, seen = [0], {0}
+    for s in order:
+        for t in groups[s]:
+            if t not in seen:
+                seen.add(t)
+                order.append(t)
+    found = _Chains(set(), {})
+    for s in order:
+        if s in found.inner:
+            continue
+        for q1, rs in groups[s].items():
+            first = inner(q1, rs)
+            if first is None or q1 in found.inner:
+                continue
+            run, (q, side) = [q1], first
+            while q not in run and q != s and d.accept[q] == d.accept[q1]:
+                step = inner(q, rs)
+                if step is None or step[1] != side or q in (x for x, _ in side):
+                    break
+                run.append(q)
+                q = step[0]
+            if len(run) >= 2 and q not in run and not any(x in run for x, _ in side):
+                found.inner.update(run)
+                found.starts[(s, q1)] = (q, len(run) + 1, d.accept[q1], side)
+    return found
+
+
 def _eliminate(d: DFA, label: Callable[[Ranges], Expr], budget: int) -> Expr:
     n = len(d.trans)
     start, final = n, n + 1
@@ -466,15 +542,17 @@ def _eliminate(d: DFA, label: Callable[[Ranges], Expr], budget: int) -> Expr:
         sizes[(p, q)] = _size(new)
 
     put(start, 0, EPSILON)
-    for s, row in enumerate(d.trans):
-        groups: dict[int, list[tuple[int, int]]] = {}
-        for lo, hi, t in row:
-            groups.setdefault(t, []).append((lo, hi))
-        for t, rs in groups.items():
-            put(s, t, label(tuple(rs)))
+    groups = [_groups(row) for row in d.trans]
+    folded = _chains(d, groups)
+    for s in range(n):
+        if s in folded.inner:
+            continue
+        for t, rs in groups[s].items():
+            for x, e in folded.edges(s, t, rs, label):
+                put(s, final if x is None else x, e)
         if d.accept[s]:
             put(s, final, EPSILON)
-    remaining = set(range(n))
+    remaining = set(range(n)) - folded.inner
     total = sum(sizes.values())
     while remaining:
         # Eliminate the state whose removal creates the least: in-degree * out-degree weighted.
@@ -509,11 +587,13 @@ def _eliminate(d: DFA, label: Callable[[Ranges], Expr], budget: int) -> Expr:
 
 def _rules(d: DFA, label: Callable[[Ranges], Expr], add_rule: Callable[[str, Expr], str], name: str) -> Expr:
     names = [f"{name}_s{i}" for i in range(len(d.trans))]
-    for s, row in enumerate(d.trans):
-        groups: dict[int, list[tuple[int, int]]] = {}
-        for lo, hi, t in row:
-            groups.setdefault(t, []).append((lo, hi))
-        parts = [seq(label(tuple(rs)), Ref(names[t])) for t, rs in groups.items()]
+    groups = [_groups(row) for row in d.trans]
+    folded = _chains(d, groups)
+    for s in range(len(d.trans)):
+        if s in folded.inner:
+            continue
+        parts = [e if x is None else seq(e, Ref(names[x]))
+                 for t, rs in groups[s].items() for x, e in folded.edges(s, t, rs, label)]
         if d.accept[s]:
             parts.append(EPSILON)
         got = add_rule(names[s], alt(*parts))

@@ -151,3 +151,50 @@ def test_restrict_len_is_length_intersection(pattern: str, lo: int, hi: int | No
     want = fsm.intersect(fsm.from_expr(e), fsm.length_dfa(lo, hi))
     have = fsm.from_expr(got)
     assert fsm.is_empty(fsm.difference(want, have)) and fsm.is_empty(fsm.difference(have, want))
+
+
+def _depth(e: object) -> int:
+    from pda.ir import Alt, Repeat, Seq
+
+    best, todo = 0, [(e, 1)]
+    while todo:
+        x, d = todo.pop()
+        best = max(best, d)
+        if isinstance(x, (Seq, Alt)):
+            todo += [(y, d + 1) for y in x.items]
+        elif isinstance(x, Repeat):
+            todo.append((x.expr, d + 1))
+    return best
+
+
+@pytest.mark.parametrize("pattern,words,outside", [
+    (r"^[0-9a-z_]{1,300}$", ["id", "createdAt", "a_b"], False),
+    (r"^[0-9a-z_]{1,300}$", ["id", "createdAt"], True),   # keys the pattern does not match
+    (r"^a{5,200}b?$", [], False),
+    (r"^x[ab]{3,150}c?$", ["xabab"], True),
+])
+def test_to_expr_folds_long_chains(pattern: str, words: list[str], outside: bool) -> None:
+    from pda.frontends.regex import regex_to_ir
+
+    p = fsm.from_expr(regex_to_ir(pattern, dialect="ecmascript", search=True))
+    base = fsm.complement(fsm.literal_set_dfa(words))
+    d = fsm.difference(base, p) if outside else fsm.intersect(base, p)
+    e = fsm.to_expr(d)
+    assert _depth(e) < 60  # counted repetitions, not hundreds of nested levels
+    back = fsm.from_expr(e)
+    assert fsm.is_empty(fsm.difference(back, d)) and fsm.is_empty(fsm.difference(d, back))
+    rules: dict[str, object] = {}
+
+    def add(name: str, body: object) -> str:
+        rules[name] = body
+        return name
+
+    r = fsm._rules(d, fsm.default_label, add, "k")  # the rule-per-state fallback folds them too
+    assert len(rules) < 40
+    g = Grammar.from_ir(GrammarIR({"root": r, **rules}, "root"))  # type: ignore[dict-item]
+    rng = random.Random(3)
+    for n in [0, 1, 2, 3, 5, 6, 7, 89, 90, 180, 199, 200, 201, 202, 299, 300, 301, 302]:
+        for _ in range(3):
+            w = "".join(rng.choice("ab" if "a" in pattern else "ix_d") for _ in range(n))
+            for text in (w, w + "c", "x" + w, "x" + w + "c", "a" * n + "b", "x" * n):
+                assert g.accepts(text) == fsm.matches(d, text), text

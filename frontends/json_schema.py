@@ -207,6 +207,7 @@ class _Compiler:
         self.strict = strict
         self.lenient = lenient
         self.rules: dict[str, Expr] = {}
+        self.memo: dict[tuple[str, ...], Any] = {}  # per-document caches of the emitter (patterns ...)
         self._ref_rules: dict[tuple[str, str, int], str] = {}
         self._counter = 0
         self.ids: dict[str, Loc] = {"": self.root}
@@ -239,7 +240,7 @@ class _Compiler:
 
     def share(self, e: Expr, hint: str) -> Expr:
         """``e`` itself when small; otherwise a call of a new rule holding it (shared, not copied)."""
-        if isinstance(e, Ref) or e in (NOTHING, EPSILON) or fsm._size(e) < _SHARE_MIN_NODES:
+        if isinstance(e, Ref) or e in (NOTHING, EPSILON) or not fsm.size_exceeds(e, _SHARE_MIN_NODES - 1):
             return e
         return Ref(self.add_rule(self.fresh(hint), e))
 

@@ -25,7 +25,7 @@ from .json_schema_strings import ANY_CHAR, dfa_to_json, spelled_except, quoted, 
 if TYPE_CHECKING:
     from .json_schema import _Compiler
 
-__all__ = ["Layout", "emit_merged", "value_literal", "string_dfa_of", "pattern_expr"]
+__all__ = ["Layout", "emit_merged", "value_literal", "string_dfa_of", "pattern_expr", "lang_dfa"]
 
 _WS = chars([(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)])
 
@@ -103,8 +103,12 @@ def pattern_expr(c: _Compiler, pattern: str, ptr: str) -> Expr | None:
     """The decoded strings a ``pattern`` matches somewhere (None when refused and lenient)."""
     from .regex import regex_to_ir
 
+    got = c.memo.get(("p", pattern))
+    if got is not None:
+        return got
     try:
-        return regex_to_ir(pattern, dialect="ecmascript", search=True)
+        got = c.memo[("p", pattern)] = regex_to_ir(pattern, dialect="ecmascript", search=True)
+        return got
     except UnsupportedRegexError as e:
         c.unsupported(f"pattern {pattern!r} uses a feature pda cannot enforce: {e.message}", ptr)
     except RegexError as e:
@@ -112,29 +116,42 @@ def pattern_expr(c: _Compiler, pattern: str, ptr: str) -> Expr | None:
     return None
 
 
-def _string_langs(c: _Compiler, m: Merged) -> list[Expr]:
-    langs: list[Expr] = []
+# A string language: its expression and its key ("p", pattern) or ("f", format) for the caches.
+Lang = tuple[Expr, tuple[str, str]]
+
+
+def _string_langs(c: _Compiler, m: Merged) -> list[Lang]:
+    langs: list[Lang] = []
     for p, ptr in m.patterns:
         e = pattern_expr(c, p, ptr)
         if e is not None:
-            langs.append(e)
+            langs.append((e, ("p", p)))
     for f, ptr in m.formats:
         if f in FORMATS:
-            langs.append(format_expr(f))
+            langs.append((format_expr(f), ("f", f)))
         elif f in KNOWN_UNSUPPORTED:
             c.unsupported(f"format {f!r} is not supported", ptr)
     return langs
 
 
-def _string_negs(c: _Compiler, m: Merged) -> list[Expr]:
+def _string_negs(c: _Compiler, m: Merged) -> list[Lang]:
     """Languages a string must *not* be in (from a negated ``pattern`` or ``format``)."""
-    out: list[Expr] = []
+    out: list[Lang] = []
     for p, ptr in m.not_patterns:
         e = pattern_expr(c, p, ptr)
         if e is not None:
-            out.append(e)
-    out += [format_expr(f) for f, _ in m.not_formats if f in FORMATS]
+            out.append((e, ("p", p)))
+    out += [(format_expr(f), ("f", f)) for f, _ in m.not_formats if f in FORMATS]
     return out
+
+
+def lang_dfa(c: _Compiler, lang: Lang) -> fsm.DFA:
+    """The automaton of a string language (built once per pattern or format)."""
+    key = ("dfa",) + lang[1]
+    got = c.memo.get(key)
+    if got is None:
+        got = c.memo[key] = fsm.from_expr(lang[0])
+    return got
 
 
 def _fixed_len(e: Expr) -> int | None:
@@ -211,27 +228,32 @@ def string_dfa_of(c: _Compiler, m: Merged) -> fsm.DFA:
     banned = [v for v in m.excluded if isinstance(v, str)]
     if banned:
         d = fsm.difference(d, fsm.literal_set_dfa(banned))
-    for e in _string_langs(c, m):
-        d = fsm.intersect(d, fsm.from_expr(e))
-    for e in _string_negs(c, m):
-        d = fsm.difference(d, fsm.from_expr(e))
+    for lang in _string_langs(c, m):
+        d = fsm.intersect(d, lang_dfa(c, lang))
+    for lang in _string_negs(c, m):
+        d = fsm.difference(d, lang_dfa(c, lang))
     return d
 
 
 MAX_STRING_STATES = 300
 
 
-def _universal(e: Expr) -> bool:
+def _universal(c: _Compiler, lang: Lang) -> bool:
     """Whether a decoded-string language is every string (e.g. the pattern ``.*`` or ``(x+)?``)."""
-    try:
-        d = fsm.from_expr(e)
-    except fsm.FsmTooLarge:
-        return False
-    return d.size == 1 and d.accept[0] and fsm.complement(d).size == 0
+    if lang[1][0] != "p":
+        return False  # no format allows every string
+    key = ("universal",) + lang[1]
+    if key not in c.memo:
+        try:
+            d = lang_dfa(c, lang)
+            c.memo[key] = d.size == 1 and d.accept[0] and fsm.complement(d).size == 0
+        except fsm.FsmTooLarge:
+            c.memo[key] = False
+    return bool(c.memo[key])
 
 
 def emit_string(c: _Compiler, m: Merged) -> Expr:
-    langs = [e for e in _string_langs(c, m) if not _universal(e)]
+    langs = [lang for lang in _string_langs(c, m) if not _universal(c, lang)]
     negs = _string_negs(c, m)
     lo, hi = m.min_len, m.max_len
     if hi is not None and hi < lo:
@@ -241,8 +263,11 @@ def emit_string(c: _Compiler, m: Merged) -> Expr:
         return quoted(repeat(spell(ANY_CHAR), lo, hi))
     if len(langs) == 1 and not banned and not negs:
         if lo == 0 and hi is None:
-            return quoted(spell_expr(langs[0]))
-        r = restrict_len(langs[0], lo, hi)
+            key = ("spelled",) + langs[0][1]
+            if key not in c.memo:
+                c.memo[key] = quoted(spell_expr(langs[0][0]))
+            return c.memo[key]
+        r = restrict_len(langs[0][0], lo, hi)
         if r is not None:
             return quoted(spell_expr(r))
     where = (m.patterns or m.formats or [("", m.enum_ptr)])[0][1]
@@ -250,17 +275,17 @@ def emit_string(c: _Compiler, m: Merged) -> Expr:
         d = fsm.length_dfa(lo, hi)
         if banned:
             d = fsm.difference(d, fsm.literal_set_dfa(banned))
-        for e in langs:
-            d = fsm.intersect(d, fsm.from_expr(e))
-        for e in negs:
-            d = fsm.difference(d, fsm.from_expr(e))
+        for lang in langs:
+            d = fsm.intersect(d, lang_dfa(c, lang))
+        for lang in negs:
+            d = fsm.difference(d, lang_dfa(c, lang))
         if d.size <= MAX_STRING_STATES:
             return quoted(dfa_to_json(d, c.add_rule, c.fresh("str")))
     except fsm.FsmTooLarge:
         pass
     c.unsupported("the string constraints (pattern, format, minLength/maxLength) are too large to combine "
                   "exactly", where)
-    return quoted(spell_expr(langs[0])) if langs else quoted(repeat(spell(ANY_CHAR), lo, hi))
+    return quoted(spell_expr(langs[0][0])) if langs else quoted(repeat(spell(ANY_CHAR), lo, hi))
 
 
 # ----------------------------------------------------------------------------- arrays
@@ -496,7 +521,7 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
             if hi is None or n < hi:
                 parts.append(seq(sep, text, tail(i + 1, n + 1)))
             e = alt(*parts)
-            if e not in (NOTHING, EPSILON) and fsm._size(e) > 200:
+            if e not in (NOTHING, EPSILON) and fsm.size_exceeds(e, 200):
                 e = Ref(c.add_rule(c.fresh("obj"), e))
             rest[i][n] = (nullable, e)
     # The first member has no separator: one flat alternative per choice of the first member.
@@ -600,15 +625,16 @@ def _extra_members(c: _Compiler, m: Merged, declared: list[str], names_dfa: fsm.
                    colon: Expr, depth: int) -> Expr:
     """Members whose key is not declared: one alternative per region of keys that share a schema."""
     patterns = [(p, loc, i) for i, a in enumerate(m.obj) for p, loc in a.patterns]
-    base = fsm.complement(fsm.literal_set_dfa(declared))
+    plain = not patterns and names_dfa is None  # keys: any but the declared ones, built without automata
+    base = fsm.EMPTY if plain else fsm.complement(fsm.literal_set_dfa(declared))
     if names_dfa is not None:
         base = fsm.intersect(base, names_dfa)
     # Regions of undeclared keys, each with the set of patterns its keys match (only the
     # non-empty ones: disjoint patterns give one region each, not one per subset).
-    regions: list[tuple[fsm.DFA, tuple[bool, ...]]] = [(base, ())]
+    regions: list[tuple[fsm.DFA, tuple[bool, ...]]] = [(base, ())]  # (base is unused when plain)
     for p, loc, _ in patterns:
         e = pattern_expr(c, p, loc.ptr)
-        d = fsm.from_expr(e) if e is not None else None
+        d = lang_dfa(c, (e, ("p", p))) if e is not None else None
         split = []
         for keys, bits in regions:
             inside = fsm.intersect(keys, d) if d is not None else fsm.EMPTY
@@ -635,8 +661,11 @@ def _extra_members(c: _Compiler, m: Merged, declared: list[str], names_dfa: fsm.
         value = c.compile(locs, depth + 1)
         if value == NOTHING:
             continue
-        if not patterns and names_dfa is None:
-            key = quoted(spelled_except(declared))  # the common case, built without automata
+        if plain:
+            memo_key = ("except",) + tuple(sorted(declared))
+            if memo_key not in c.memo:
+                c.memo[memo_key] = quoted(spelled_except(declared))
+            key = c.memo[memo_key]
         else:
             key = quoted(dfa_to_json(keys, c.add_rule, c.fresh("key")))
         parts.append(seq(key, colon, value))

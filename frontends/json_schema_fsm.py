@@ -415,6 +415,21 @@ def literal_set_dfa(words: Iterable[str]) -> DFA:
 # ----------------------------------------------------------------------------- back to IR
 
 
+def size_exceeds(e: Expr, limit: int) -> bool:
+    """Whether ``e`` has more than ``limit`` nodes (counting stops there)."""
+    todo, n = [e], 0
+    while todo:
+        x = todo.pop()
+        n += 1
+        if n > limit:
+            return True
+        if isinstance(x, (Seq, Alt)):
+            todo.extend(x.items)
+        elif isinstance(x, Repeat):
+            todo.append(x.expr)
+    return False
+
+
 def _size(e: Expr) -> int:
     if isinstance(e, (Seq, Alt)):
         return 1 + sum(_size(x) for x in e.items)

@@ -19,7 +19,7 @@ from pda.errors import SchemaError
 
 from .json_numbers import Bound
 
-__all__ = ["join_uri", "inplace", "Loc", "Merged", "ObjAtom", "ArrAtom", "merge", "TYPES", "child", "json_equal", "to_decimal"]
+__all__ = ["join_uri", "inplace", "Loc", "Merged", "ObjAtom", "ArrAtom", "merge", "TYPES", "child", "json_equal", "json_key", "to_decimal"]
 
 TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
 
@@ -128,6 +128,21 @@ def json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def json_key(v: Any) -> Any:
+    """A hashable key with ``json_key(a) == json_key(b)`` exactly when :func:`json_equal` holds."""
+    if isinstance(v, bool) or v is None:
+        return ("c", v)
+    if isinstance(v, (int, float, Decimal)):
+        return ("d", to_decimal(v))  # equal Decimals hash alike (1 and 1.0, 0 and -0)
+    if isinstance(v, str):
+        return ("s", v)
+    if isinstance(v, list):
+        return ("l", tuple(json_key(x) for x in v))
+    if isinstance(v, dict):
+        return ("o", frozenset((k, json_key(x)) for k, x in v.items()))
+    return ("?", repr(v))
+
+
 def to_decimal(v: Any) -> Decimal:
     if isinstance(v, Decimal):
         return v
@@ -210,7 +225,8 @@ def merge(atoms: list[Loc], *, strict: bool) -> Merged:
                 m.enum = list(vals)
                 m.enum_ptr = loc.at(kw)
             else:
-                m.enum = [v for v in m.enum if any(json_equal(v, w) for w in vals)]
+                keys = {json_key(w) for w in vals}
+                m.enum = [v for v in m.enum if json_key(v) in keys]
         if "$not" in s:  # synthetic keywords made by json_schema_negate
             m.excluded += s["$not"]
         if "$notPattern" in s:

@@ -21,7 +21,7 @@ from pda.errors import SchemaError
 
 from . import json_schema_fsm as fsm
 from .json_formats import FORMATS, KNOWN_UNSUPPORTED, format_expr
-from .json_schema_merge import Loc, Merged, json_equal, merge, to_decimal
+from .json_schema_merge import Loc, Merged, json_equal, json_key, merge, to_decimal
 
 if TYPE_CHECKING:
     from .json_schema import Conj, _Compiler
@@ -67,26 +67,28 @@ class ValueChecker:
 
     def __init__(self, c: _Compiler) -> None:
         self.c = c
-        self._dfas: dict[tuple[str, str], fsm.DFA | None] = {}
+        self._enums: dict[int, tuple[list[Any], set[Any]]] = {}  # id(enum list) -> (it, its keys)
+
+    def _enum_keys(self, enum: list[Any]) -> set[Any]:
+        got = self._enums.get(id(enum))
+        if got is None or got[0] is not enum:
+            got = self._enums[id(enum)] = (enum, {json_key(e) for e in enum})
+        return got[1]
 
     def _pattern_dfa(self, pattern: str, ptr: str) -> fsm.DFA | None:
-        key = ("p", pattern)
-        if key not in self._dfas:
-            from .json_schema_emit import pattern_expr
+        from .json_schema_emit import lang_dfa, pattern_expr
 
-            e = pattern_expr(self.c, pattern, ptr)
-            self._dfas[key] = None if e is None else fsm.from_expr(e)
-        return self._dfas[key]
+        e = pattern_expr(self.c, pattern, ptr)
+        return None if e is None else lang_dfa(self.c, (e, ("p", pattern)))
 
     def _format_dfa(self, name: str, ptr: str) -> fsm.DFA | None:
+        from .json_schema_emit import lang_dfa
+
         if name in KNOWN_UNSUPPORTED:
             self.c.unsupported(f"format {name!r} is not supported", ptr)
         if name not in FORMATS:
             return None
-        key = ("f", name)
-        if key not in self._dfas:
-            self._dfas[key] = fsm.from_expr(format_expr(name))
-        return self._dfas[key]
+        return lang_dfa(self.c, (format_expr(name), ("f", name)))
 
     def pattern_matches(self, pattern: str, ptr: str, text: str) -> bool:
         d = self._pattern_dfa(pattern, ptr)
@@ -132,7 +134,7 @@ class ValueChecker:
 
     def check_merged(self, v: Any, m: Merged, depth: int = 0) -> bool:
         """Whether the value ``v`` satisfies every constraint of ``m``."""
-        if m.enum is not None and not any(json_equal(v, e) for e in m.enum):
+        if m.enum is not None and json_key(v) not in self._enum_keys(m.enum):
             return False
         if any(json_equal(v, x) for x in m.excluded):
             return False

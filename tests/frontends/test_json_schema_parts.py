@@ -198,3 +198,14 @@ def test_to_expr_folds_long_chains(pattern: str, words: list[str], outside: bool
             w = "".join(rng.choice("ab" if "a" in pattern else "ix_d") for _ in range(n))
             for text in (w, w + "c", "x" + w, "x" + w + "c", "a" * n + "b", "x" * n):
                 assert g.accepts(text) == fsm.matches(d, text), text
+
+
+def test_json_key_is_json_equality() -> None:
+    from pda.frontends.json_schema_merge import json_equal, json_key
+
+    values = [None, True, False, 0, 1, -0.0, 0.0, 1.0, 1.5, 2, "1", "", "a", [], [1], [1.0], [True], {}, {"a": 1},
+              {"a": 1.0}, {"a": True}, {"b": 1}, {"a": 1, "b": [None]}, {"b": [None], "a": 1}, [[1, {"x": 0}]],
+              [[1.0, {"x": -0.0}]], 10 ** 20, 1e20]
+    for a in values:
+        for b in values:
+            assert (json_key(a) == json_key(b)) == json_equal(a, b), (a, b)

@@ -262,7 +262,7 @@ def _disjoint(c: _Compiler, x: list[Loc], y: list[Loc], depth: int) -> bool:
 
 def disjoint_on(c: _Compiler, mx: Merged, my: Merged, t: str, depth: int = 0) -> bool | str:
     """Whether no value of category ``t`` satisfies both: True, False (not proven), or "empty"
-    (objects: none but possibly the empty object)."""
+    (objects, arrays: none but possibly the empty one)."""
     from .json_schema_emit import string_dfa_of
 
     for a, b in ((mx, my), (my, mx)):
@@ -270,8 +270,10 @@ def disjoint_on(c: _Compiler, mx: Merged, my: Merged, t: str, depth: int = 0) ->
             return not any(category(v) == t and c.value_ok(v, a) and c.value_ok(v, b) for v in a.enum)
     if not (admits(mx, t) and admits(my, t)):
         return True
-    if t in ("null", "array"):
+    if t == "null":
         return False
+    if t == "array":
+        return _arrays_disjoint(c, mx, my, depth)
     if t == "boolean":
         return {True, False} <= {v for v in mx.excluded + my.excluded if isinstance(v, bool)}
     if t == "number":
@@ -302,12 +304,23 @@ def _objects_disjoint(c: _Compiler, a: Merged, b: Merged, depth: int) -> bool | 
         for key in x.required:
             if _forbidden(c, y, key):
                 return True
-            if key in y.required and _disjoint_locs(c, c.value_locs(x, key), c.value_locs(y, key), depth + 1):
+            # x needs the key; where y's object has it too, no value may satisfy both.
+            if _disjoint_locs(c, c.value_locs(x, key), c.value_locs(y, key), depth + 1):
                 return True
     ka, kb = _key_dfa(c, a), _key_dfa(c, b)
     if ka is not None and kb is not None and fsm.is_empty(fsm.intersect(ka, kb)):
         # No key is allowed by both: only the empty object can satisfy both.
         return True if a.required or b.required or a.min_props or b.min_props else "empty"
+    return False
+
+
+def _arrays_disjoint(c: _Compiler, a: Merged, b: Merged, depth: int) -> bool | str:
+    if (a.max_items is not None and a.max_items < b.min_items) or \
+            (b.max_items is not None and b.max_items < a.min_items):
+        return True
+    if _disjoint_locs(c, c.checker.item_locs(a, 0), c.checker.item_locs(b, 0), depth + 1):
+        # No first item satisfies both: only the empty array can.
+        return True if a.min_items or b.min_items else "empty"
     return False
 
 
@@ -344,7 +357,7 @@ def one_of_by_types(c: _Compiler, loc: Loc, branches: list[list[Conj]], context:
         merged = [[merge(f, strict=c.strict) for f in fs] for fs in flats]
         ctx_merged = [merge(f, strict=c.strict) for f in fctx]
         allowed: list[str] = []
-        empty_object = False
+        empties: set[str] = set()  # categories where branches may overlap only in {} / []
         for t in CATEGORIES:
             if not any(admits(m, t) for m in ctx_merged):
                 continue
@@ -360,7 +373,7 @@ def one_of_by_types(c: _Compiler, loc: Loc, branches: list[list[Conj]], context:
                         for my in merged[j]:
                             got = disjoint_on(c, mx, my, t)
                             if got == "empty":
-                                empty_object = True
+                                empties.add(t)
                             elif got is not True:
                                 return None
             allowed.append(t)
@@ -370,9 +383,12 @@ def one_of_by_types(c: _Compiler, loc: Loc, branches: list[list[Conj]], context:
         restrict: list[Loc] = []
         if len(allowed) < len(CATEGORIES):
             restrict.append(Loc({"type": allowed}, where, loc.base))
-        if empty_object:
-            restrict.append(Loc({"minProperties": 1}, where, loc.base))
+        for t, kw in (("object", "minProperties"), ("array", "minItems")):
+            if t in empties:
+                restrict.append(Loc({kw: 1}, where, loc.base))
         out += [ctx + x + restrict for b in branches for x in b]
-        if empty_object and sum(1 for ms in merged if any(c.checker.check_merged({}, m) for m in ms)) == 1:
-            out.append(ctx + [Loc({"const": {}}, where, loc.base)])
+        for t, empty in (("object", {}), ("array", [])):
+            # The empty container is valid when exactly one branch takes it.
+            if t in empties and sum(1 for ms in merged if any(c.checker.check_merged(empty, m) for m in ms)) == 1:
+                out.append(ctx + [Loc({"const": empty}, where, loc.base)])
     return out

@@ -155,6 +155,12 @@ CASES: list[tuple[str, Any, list[Any], list[Any]]] = [
                                         {"type": "object", "additionalProperties": False,
                                          "patternProperties": {"^b": {"type": "integer"}}}, {"type": "string"}]},
      [{"a": 1}, {"b": 2, "bc": 3}, "s"], [{}, {"a": 1, "b": 2}, {"c": 1}, {"b": "x"}, 1]),
+    ("oneOf-arrays-overlapping-in-empty", {"oneOf": [{"type": "array", "items": {"type": "number"}},
+                                                     {"type": "array", "items": {"type": "array"}}]},
+     [[1, 2], [[1], []]], [[], [1, [2]], "x", {}]),
+    ("oneOf-discriminator-not-always-required", {"type": "object", "oneOf": [
+        {"properties": {"t": {"const": "a"}}, "required": ["t"]}, {"properties": {"t": {"const": "b"}, "x": {}}}]},
+     [{"t": "a"}, {"t": "b"}, {}, {"x": 1}, {"t": "a", "x": 1}], [{"t": "c"}, [], "a"]),
     ("patternProperties-many", {"type": "object", "additionalProperties": False, "patternProperties": {
         "^a": {"type": "integer"}, "^b": {"type": "string"}, "^c": {}, "^d": {}, "^e": {}, "^f": {},
         "^g": {"type": "null"}, "^h": {}, "b$": {"maxLength": 1}}},

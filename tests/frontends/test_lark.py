@@ -190,7 +190,8 @@ def test_ir_template_instances_are_rules() -> None:
 
 @functools.lru_cache(maxsize=None)
 def earley(text: str) -> lark.Lark:
-    return lark.Lark(text, parser="earley", lexer="dynamic_complete")
+    # a forest, not a tree: only acceptance matters, and trees of ambiguous parses can be exponential
+    return lark.Lark(text, parser="earley", lexer="dynamic_complete", ambiguity="forest")
 
 
 def lark_accepts(grammar: str, text: str) -> bool:

@@ -270,8 +270,8 @@ def test_lenient_prints_the_warning(tmp_path: Path, capsys: pytest.CaptureFixtur
     status, out, err = run_cli(["validate", "--schema", schema, "--lenient", write(tmp_path, "d.json", b"[1, 1]")],
                                capsys)
     assert status == EXIT_OK
-    assert err == (f"pda: warning: {schema}: JSON Schema at '/uniqueItems': uniqueItems is not supported "
-                   "(unless maxItems <= 1); ignored (lenient)\n")
+    assert err.startswith(f"pda: warning: {schema}: JSON Schema at '/uniqueItems': uniqueItems is not supported")
+    assert err.endswith("; ignored (lenient)\n") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize(

@@ -8,14 +8,16 @@ that no edge of the rule tells apart share a class) plus one call symbol per cal
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
+from .dfa_kernels import DETERMINIZE_OK, determinize_nfa, minimize_partial
 from .errors import LimitExceededError
 from .ir import Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq
 
-__all__ = ["RuleDFA", "build_rule_dfa", "utf8_sequences"]
+__all__ = ["RuleDFA", "build_rule_dfa", "determinize", "utf8_sequences"]
 
 _LENGTH_BOUNDS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
 
@@ -57,38 +59,37 @@ def _split_same_length(a: int, b: int, out: list[list[tuple[int, int]]]) -> None
 
 
 class _NFA:
-    """Thompson construction; states are ints, edges are byte ranges, calls, or epsilon."""
+    """Thompson construction into flat edge lists: byte ranges, epsilon edges and calls."""
 
     def __init__(self, rule_index: dict[str, int], max_states: int) -> None:
-        self.eps: list[list[int]] = []
-        self.edges: list[list[tuple[int, int, int]]] = []
-        self.calls: list[list[tuple[int, int]]] = []
+        self.n = 0
+        self.eps: list[tuple[int, int]] = []  # (from, to)
+        self.edges: list[tuple[int, int, int, int]] = []  # (from, lo, hi, to)
+        self.calls: list[tuple[int, int, int]] = []  # (from, rule, to)
         self.rule_index = rule_index
         self.max_states = max_states
 
     def new(self) -> int:
-        if len(self.eps) >= self.max_states:
+        if self.n >= self.max_states:
             raise LimitExceededError(
                 "max_states", self.max_states, "the grammar needs a larger automaton; raise max_states or "
                 "use smaller repetition counts",
             )
-        self.eps.append([])
-        self.edges.append([])
-        self.calls.append([])
-        return len(self.eps) - 1
+        self.n += 1
+        return self.n - 1
 
     def build(self, e: Expr, s: int, t: int) -> None:
         if isinstance(e, Bytes):
             cur = s
             for i, byte in enumerate(e.data):
                 nxt = t if i == len(e.data) - 1 else self.new()
-                self.edges[cur].append((byte, byte, nxt))
+                self.edges.append((cur, byte, byte, nxt))
                 cur = nxt
             if not e.data:
-                self.eps[s].append(t)
+                self.eps.append((s, t))
         elif isinstance(e, ByteClass):
             for lo, hi in e.ranges:
-                self.edges[s].append((lo, hi, t))
+                self.edges.append((s, lo, hi, t))
         elif isinstance(e, CharClass):
             # sequences that end alike share their tail states (a suffix trie into t)
             tails: dict[tuple[tuple[int, int], ...], int] = {(): t}
@@ -97,13 +98,13 @@ class _NFA:
                 got = tails.get(rest)
                 if got is None:
                     got = tails[rest] = self.new()
-                    self.edges[got].append((rest[0][0], rest[0][1], tail(rest[1:])))
+                    self.edges.append((got, rest[0][0], rest[0][1], tail(rest[1:])))
                 return got
 
             for lo, hi in e.ranges:
                 for sequence in utf8_sequences(lo, hi):
                     blo, bhi = sequence[0]
-                    self.edges[s].append((blo, bhi, tail(sequence[1:])))
+                    self.edges.append((s, blo, bhi, tail(sequence[1:])))
         elif isinstance(e, Seq):
             cur = s
             for i, item in enumerate(e.items):
@@ -121,21 +122,29 @@ class _NFA:
                 cur = nxt
             if e.max is None:
                 loop, back = self.new(), self.new()
-                self.eps[cur].append(loop)
+                self.eps.append((cur, loop))
                 self.build(e.expr, loop, back)
-                self.eps[back].append(loop)
-                self.eps[loop].append(t)
+                self.eps.append((back, loop))
+                self.eps.append((loop, t))
             else:
                 for _ in range(e.max - e.min):
                     nxt = self.new()
-                    self.eps[cur].append(t)
+                    self.eps.append((cur, t))
                     self.build(e.expr, cur, nxt)
                     cur = nxt
-                self.eps[cur].append(t)
+                self.eps.append((cur, t))
         elif isinstance(e, Ref):
-            self.calls[s].append((self.rule_index[e.name], t))
+            self.calls.append((s, self.rule_index[e.name], t))
         else:
             raise TypeError(f"not an IR node: {e!r}")
+
+
+def _csr(n: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort ``rows`` (first column: a state) by state; returns (ptr[n+1], sorted rows)."""
+    order = np.argsort(rows[:, 0], kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[:, 0], minlength=n), out=ptr[1:])
+    return ptr, rows[order]
 
 
 @dataclass
@@ -143,207 +152,83 @@ class RuleDFA:
     """A minimal DFA of one rule. State 0 is the start.
 
     ``bounds`` are the class boundaries: class ``k`` holds bytes ``bounds[k] .. bounds[k+1]-1``.
-    ``trans[s][k]`` is the next state or -1; ``calls[s]`` maps a rule index to the return state.
+    ``trans[s, k]`` is the next state or -1; ``calls[s]`` maps a rule index to the return state.
     """
 
     bounds: list[int]
-    trans: list[list[int]]
+    trans: np.ndarray  # (states, classes) int32
     calls: list[dict[int, int]]
     accept: list[bool]
 
 
 def build_rule_dfa(expr: Expr, rule_index: dict[str, int], *, max_states: int) -> RuleDFA:
     """Determinise and minimise the rule ``expr`` (only live states are kept)."""
+    return _minimize(determinize(expr, rule_index, max_states=max_states))
+
+
+def determinize(expr: Expr, rule_index: dict[str, int], *, max_states: int) -> RuleDFA:
+    """The subset-construction DFA of ``expr`` (all states reachable, not minimal, maybe dead states)."""
     nfa = _NFA(rule_index, max_states)
     start, end = nfa.new(), nfa.new()
     nfa.build(expr, start, end)
-
-    cuts = {0, 256}
-    for edges in nfa.edges:
-        for lo, hi, _ in edges:
-            cuts.add(lo)
-            cuts.add(hi + 1)
-    bounds = sorted(cuts)
-    cls_of = {b: i for i, b in enumerate(bounds)}
+    n = nfa.n
+    edges = np.array(nfa.edges, dtype=np.int64).reshape(-1, 4)
+    bounds = np.unique(np.concatenate([[0, 256], edges[:, 1], edges[:, 2] + 1]))
     nclasses = len(bounds) - 1
-    # edges as class index ranges
-    cedges = [[(cls_of[lo], cls_of[hi + 1] - 1, t) for lo, hi, t in edges] for edges in nfa.edges]
-
-    closure_memo: dict[int, frozenset[int]] = {}
-
-    def closure1(q: int) -> frozenset[int]:
-        got = closure_memo.get(q)
-        if got is None:
-            seen = {q}
-            todo = [q]
-            while todo:
-                for r in nfa.eps[todo.pop()]:
-                    if r not in seen:
-                        seen.add(r)
-                        todo.append(r)
-            got = closure_memo[q] = frozenset(seen)
-        return got
-
-    def closure(qs: set[int]) -> frozenset[int]:
-        out: set[int] = set()
-        for q in qs:
-            out |= closure1(q)
-        return frozenset(out)
-
-    first = closure({start})
-    ids = {first: 0}
-    sets = [first]
-    trans: list[list[int]] = []
-    calls: list[dict[int, int]] = []
-    i = 0
-    while i < len(sets):
-        cur = sets[i]
-        i += 1
-        by_class: dict[int, set[int]] = {}
-        by_call: dict[int, set[int]] = {}
-        for q in cur:
-            for clo, chi, t in cedges[q]:
-                for c in range(clo, chi + 1):
-                    by_class.setdefault(c, set()).add(t)
-            for r, t in nfa.calls[q]:
-                by_call.setdefault(r, set()).add(t)
-        row = [-1] * nclasses
-        targets_memo: dict[frozenset[int], int] = {}
-        for c, ts in by_class.items():
-            key = frozenset(ts)
-            d = targets_memo.get(key)
-            if d is None:
-                nxt = closure(ts)
-                d = ids.get(nxt)
-                if d is None:
-                    if len(sets) >= max_states:
-                        raise LimitExceededError("max_states", max_states, "raise max_states or simplify the grammar")
-                    d = ids[nxt] = len(sets)
-                    sets.append(nxt)
-                targets_memo[key] = d
-            row[c] = d
-        crow: dict[int, int] = {}
-        for r, ts in by_call.items():
-            nxt = closure(ts)
-            d = ids.get(nxt)
-            if d is None:
-                d = ids[nxt] = len(sets)
-                sets.append(nxt)
-            crow[r] = d
-        trans.append(row)
-        calls.append(crow)
-    accept = [end in s for s in sets]
-    return _minimize(RuleDFA(bounds, trans, calls, accept))
+    # byte ranges as class index ranges
+    clo = np.searchsorted(bounds, edges[:, 1])
+    chi = np.searchsorted(bounds, edges[:, 2] + 1) - 1
+    e_ptr, e_rows = _csr(n, np.column_stack([edges[:, 0], clo, chi, edges[:, 3]]))
+    eps_ptr, eps_rows = _csr(n, np.array(nfa.eps, dtype=np.int64).reshape(-1, 2))
+    c_ptr, c_rows = _csr(n, np.array(nfa.calls, dtype=np.int64).reshape(-1, 3))
+    status, trans, accept, csrc, crule, cdst = determinize_nfa(
+        n, eps_ptr, eps_rows[:, 1].copy(), e_ptr, e_rows[:, 1].copy(), e_rows[:, 2].copy(), e_rows[:, 3].copy(),
+        c_ptr, c_rows[:, 1].copy(), c_rows[:, 2].copy(), start, end, nclasses, max_states,
+    )
+    if status != DETERMINIZE_OK:
+        raise LimitExceededError("max_states", max_states, "raise max_states or simplify the grammar")
+    calls: list[dict[int, int]] = [{} for _ in range(len(trans))]
+    for d, r, t in zip(csrc.tolist(), crule.tolist(), cdst.tolist()):
+        calls[d][r] = t
+    return RuleDFA(bounds.tolist(), trans, calls, accept.tolist())
 
 
 def _minimize(d: RuleDFA) -> RuleDFA:
-    n = len(d.trans)
-    # live states: those that can reach an accepting state (calls count as edges: every rule is productive)
-    rev: list[list[int]] = [[] for _ in range(n)]
-    for s in range(n):
-        for t in d.trans[s]:
-            if t >= 0:
-                rev[t].append(s)
-        for t in d.calls[s].values():
-            rev[t].append(s)
-    live = [False] * n
-    todo = [s for s in range(n) if d.accept[s]]
-    for s in todo:
-        live[s] = True
-    while todo:
-        for p in rev[todo.pop()]:
-            if not live[p]:
-                live[p] = True
-                todo.append(p)
-    if not live[0]:
-        return RuleDFA(d.bounds, [[-1] * (len(d.bounds) - 1)], [{}], [False])
+    """The minimal DFA of ``d``'s language (dead states dropped), states renumbered in first-seen order.
 
-    block = _hopcroft(d, live)
-    # renumber blocks so that the start state's block is 0, in BFS order
-    order: dict[int, int] = {block[0]: 0}
-    rep: dict[int, int] = {block[0]: 0}
-    queue = deque([0])
-    while queue:
-        s = queue.popleft()
-        targets = [t for t in d.trans[s] if t >= 0 and live[t]] + [t for t in d.calls[s].values() if live[t]]
-        for t in targets:
-            if block[t] not in order:
-                order[block[t]] = len(order)
-                rep[block[t]] = t
-                queue.append(t)
-    m = len(order)
-    trans = [[-1] * (len(d.bounds) - 1) for _ in range(m)]
-    calls: list[dict[int, int]] = [{} for _ in range(m)]
-    accept = [False] * m
-    for b, s in rep.items():
-        i = order[b]
-        accept[i] = d.accept[s]
-        trans[i] = [order[block[t]] if t >= 0 and live[t] else -1 for t in d.trans[s]]
-        calls[i] = {r: order[block[t]] for r, t in d.calls[s].items() if live[t]}
-    return RuleDFA(d.bounds, trans, calls, accept)
-
-
-def _hopcroft(d: RuleDFA, live: list[bool]) -> list[int]:
-    """Hopcroft's partition refinement over byte classes and call symbols; dead states get -1.
-
-    The DFA is partial (a missing edge is -1) and is refined as such, with no sink state: both
-    initial blocks start on the work list, and preimages only follow edges that exist, so the work
-    is O(edges · log states) however many edges are missing.
+    Call edges are transitions too, one label per callee after the byte classes.
     """
     n = len(d.trans)
     nclasses = len(d.bounds) - 1
+    trans = np.asarray(d.trans, dtype=np.int64).reshape(n, nclasses)
+    src, cls = np.nonzero(trans >= 0)
+    heads = [trans[src, cls]]
+    tails, labels = [src], [cls]
     callees = sorted({r for calls in d.calls for r in calls})
-    call_sym = {r: nclasses + k for k, r in enumerate(callees)}
-    nsym = nclasses + len(callees)
-    # inverse edges per symbol: inv[sym][t] -> sources
-    inv: list[dict[int, list[int]]] = [{} for _ in range(nsym)]
-    states = [q for q in range(n) if live[q]]
-    for q in states:
-        for c, t in enumerate(d.trans[q]):
-            if t >= 0 and live[t]:
-                inv[c].setdefault(t, []).append(q)
-        for r, t in d.calls[q].items():
-            if live[t]:
-                inv[call_sym[r]].setdefault(t, []).append(q)
-    used = [sym for sym in range(nsym) if inv[sym]]
-    # the symbols on which each state has incoming edges: a work item (block, sym) whose block has
-    # no incoming sym edge is a no-op, so it is never queued
-    in_syms: list[set[int]] = [set() for _ in range(n)]
-    for sym in used:
-        for t in inv[sym]:
-            in_syms[t].add(sym)
-    acc = [q for q in states if d.accept[q]]
-    rej = [q for q in states if not d.accept[q]]
-    blocks: list[set[int]] = [set(b) for b in (acc, rej) if b]
-    block_of = [-1] * n
-    for i, b in enumerate(blocks):
-        for q in b:
-            block_of[q] = i
-    work: set[tuple[int, int]] = {(i, sym) for i, b in enumerate(blocks) for sym in set().union(*(in_syms[q] for q in b))}
-    while work:
-        a, sym = work.pop()
-        table = inv[sym]
-        touched: dict[int, set[int]] = {}
-        for t in blocks[a]:
-            src = table.get(t)
-            if src:
-                for q in src:
-                    touched.setdefault(block_of[q], set()).add(q)
-        for y, inside in touched.items():
-            whole = blocks[y]
-            if len(inside) == len(whole):
-                continue
-            whole.difference_update(inside)  # y keeps the rest: the cost is the size of `inside`
-            z = len(blocks)
-            blocks.append(inside)
-            for q in inside:
-                block_of[q] = z
-            inside_syms = set().union(*(in_syms[q] for q in inside)) if len(inside) <= len(whole) else None
-            for s2 in used:
-                if (y, s2) in work:
-                    work.add((z, s2))
-                elif inside_syms is None:
-                    work.add((y, s2))  # `whole` is the smaller half
-                elif s2 in inside_syms:
-                    work.add((z, s2))
-    return [block_of[q] if live[q] else -1 for q in range(n)]
+    if callees:
+        sym = {r: nclasses + k for k, r in enumerate(callees)}
+        flat = [(s, sym[r], t) for s, calls in enumerate(d.calls) for r, t in calls.items()]
+        arr = np.array(flat, dtype=np.int64).reshape(-1, 3)
+        tails.append(arr[:, 0])
+        labels.append(arr[:, 1])
+        heads.append(arr[:, 2])
+    accept = np.asarray(d.accept, dtype=np.bool_)
+    block, nblocks = minimize_partial(
+        n, np.concatenate(tails), np.concatenate(labels), np.concatenate(heads), accept,
+    )
+    if block[0] < 0:
+        return RuleDFA(d.bounds, np.full((1, nclasses), -1, dtype=np.int32), [{}], [False])
+    # block order: by the smallest state in each block (the start state's block comes first)
+    rep = np.full(nblocks, n, dtype=np.int64)
+    live = np.flatnonzero(block >= 0)
+    np.minimum.at(rep, block[live], live)
+    order = np.argsort(rep, kind="stable")
+    rep = rep[order]
+    renum = np.empty(nblocks + 1, dtype=np.int64)
+    renum[order] = np.arange(nblocks)
+    renum[nblocks] = -1  # dead states
+    new_of = renum[np.where(block >= 0, block, nblocks)]
+    rows = trans[rep]
+    out = np.where(rows >= 0, new_of[np.maximum(rows, 0)], -1).astype(np.int32)
+    calls = [{r: int(new_of[t]) for r, t in d.calls[s].items() if new_of[t] >= 0} for s in rep.tolist()]
+    return RuleDFA(d.bounds, out, calls, accept[rep].tolist())

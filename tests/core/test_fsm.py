@@ -7,11 +7,11 @@ import random
 import numpy as np
 import pytest
 
-from pda.fsm import utf8_sequences
+from pda.fsm import build_rule_dfa, determinize, utf8_sequences
 from pda.kernels import run_simple, run_simple_reference
 
 from .util import G
-from pda.ir import Ref, alt, chars, lit, plus, seq, star
+from pda.ir import Ref, alt, chars, lit, plus, repeat, seq, star
 
 
 def _expand(seqs: list[list[tuple[int, int]]]) -> set[bytes]:
@@ -76,3 +76,90 @@ def test_run_simple_kernel_matches_reference(seed: int) -> None:
             got = run_simple(a.trans, a.byte_class, a.simple, s, data, pos, len(data))
             ref = run_simple_reference(a.trans, a.byte_class, a.simple, s, data, pos, len(data))
             assert tuple(int(x) for x in got) == ref
+
+
+# ----------------------------------------------------------------------------- minimisation oracle
+
+
+def _random_expr(rng: random.Random, depth: int):  # type: ignore[no-untyped-def]
+    leaves = [lambda: lit(rng.choice(["a", "b", "ab", "ba", "c"])), lambda: chars([(97, 98)]),
+              lambda: chars([(0x3B1, 0x3B3)]), lambda: Ref(rng.choice(["x", "y"]))]
+    if depth == 0 or rng.random() < 0.25:
+        return rng.choice(leaves)()
+    kind = rng.randrange(5)
+    parts = [_random_expr(rng, depth - 1) for _ in range(rng.randint(1, 3))]
+    if kind == 0:
+        return seq(*parts)
+    if kind == 1:
+        return alt(*parts)
+    if kind == 2:
+        return star(parts[0])
+    if kind == 3:
+        return plus(parts[0])
+    lo = rng.randint(0, 3)
+    return repeat(parts[0], lo, rng.choice([lo, lo + 2, None]))
+
+
+def _live(d) -> list[bool]:  # type: ignore[no-untyped-def]
+    n = len(d.trans)
+    live = list(d.accept)
+    changed = True
+    while changed:
+        changed = False
+        for s in range(n):
+            if not live[s] and (any(t >= 0 and live[t] for t in d.trans[s]) or any(live[t] for t in d.calls[s].values())):
+                live[s] = changed = True
+    return live
+
+
+def _moore_blocks(d) -> int:  # type: ignore[no-untyped-def]
+    """Number of classes of language-equivalent live states, by naive Moore refinement."""
+    live = _live(d)
+    states = [s for s in range(len(d.trans)) if live[s]]
+    block = {s: int(d.accept[s]) for s in states}
+    while True:
+        def sig(s: int) -> tuple:  # type: ignore[type-arg]
+            row = tuple(block[t] if t >= 0 and live[t] else -1 for t in d.trans[s])
+            calls = tuple(sorted((r, block[t]) for r, t in d.calls[s].items() if live[t]))
+            return (block[s], row, calls)
+        sigs = {s: sig(s) for s in states}
+        ids = {k: i for i, k in enumerate(sorted(set(sigs.values())))}
+        new = {s: ids[sigs[s]] for s in states}
+        if len(set(new.values())) == len(set(block.values())):
+            return len(ids)
+        block = new
+
+
+def _equivalent(a, b) -> bool:  # type: ignore[no-untyped-def]
+    """Same language: walk the product of the two DFAs' live parts from their starts."""
+    la, lb = _live(a), _live(b)
+    todo, seen = [(0, 0)], {(0, 0)}
+    while todo:
+        p, q = todo.pop()
+        pl, ql = p >= 0 and la[p], q >= 0 and lb[q]
+        if pl != ql:
+            return False
+        if not pl:
+            continue
+        if a.accept[p] != b.accept[q]:
+            return False
+        nexts = [(int(x), int(y)) for x, y in zip(a.trans[p], b.trans[q])]
+        nexts += [(a.calls[p].get(r, -1), b.calls[q].get(r, -1)) for r in set(a.calls[p]) | set(b.calls[q])]
+        for x, y in nexts:
+            if (x, y) not in seen:
+                seen.add((x, y))
+                todo.append((x, y))
+    return True
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_minimisation_matches_moore_refinement(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(60):
+        e = _random_expr(rng, 5)
+        raw = determinize(e, {"x": 1, "y": 2}, max_states=100_000)
+        small = build_rule_dfa(e, {"x": 1, "y": 2}, max_states=100_000)
+        want = max(_moore_blocks(raw), 1)
+        assert len(small.trans) == want, e
+        assert _equivalent(raw, small), e
+        assert small.trans.dtype == np.int32 and small.trans.shape[1] == len(raw.bounds) - 1

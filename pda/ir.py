@@ -50,21 +50,59 @@ class ByteClass(Expr):
     ranges: tuple[tuple[int, int], ...]  # sorted, merged, inclusive byte ranges within 0..255
 
 
+class _Composite(Expr):
+    """Seq, Alt and Repeat compute their hash once.
+
+    Trees are hashed over and over (de-duplication in :func:`alt`, memo tables keyed by subtrees),
+    and a recomputed hash would walk the whole subtree each time.
+    """
+
+    __slots__ = ()
+
+    def _key(self) -> tuple:  # type: ignore[type-arg]
+        raise NotImplementedError
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((type(self), *self._key())))
+
+    def _cached_hash(self) -> int:
+        return self._hash  # type: ignore[attr-defined,no-any-return]
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), self._key())  # str hashes differ between processes: never pickle _hash
+
+
 @dataclass(frozen=True, slots=True)
-class Seq(Expr):
+class Seq(_Composite):
     items: tuple[Expr, ...]
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def _key(self) -> tuple:  # type: ignore[type-arg]
+        return (self.items,)
 
 
 @dataclass(frozen=True, slots=True)
-class Alt(Expr):
+class Alt(_Composite):
     items: tuple[Expr, ...]
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def _key(self) -> tuple:  # type: ignore[type-arg]
+        return (self.items,)
 
 
 @dataclass(frozen=True, slots=True)
-class Repeat(Expr):
+class Repeat(_Composite):
     expr: Expr
     min: int
     max: int | None  # None: unbounded
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def _key(self) -> tuple:  # type: ignore[type-arg]
+        return (self.expr, self.min, self.max)
+
+
+for _cls in (Seq, Alt, Repeat):
+    _cls.__hash__ = _Composite._cached_hash  # type: ignore[method-assign]  # dataclass() put its own there
 
 
 @dataclass(frozen=True, slots=True)

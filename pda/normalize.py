@@ -16,6 +16,12 @@ The steps, in order:
    by ``N·R*``, the least solution of the same equation.
 5. **Inlining**: rules that are not recursive are inlined into their callers, so regular parts
    collapse into the callers' automata; recursive rules stay as pushdown calls.
+6. **Long counted repeats** (``x{0,1024}``, as ``maxLength: 1024`` gives) would unroll into a
+   chain of that many copies of ``x`` in a DFA.  When the copies would pass
+   :data:`REPEAT_SPLIT_SIZE` automaton nodes, a repeat of a regular ``x`` is written over blocks of
+   ``K ≈ √n`` items that are rules of their own (``B = x{K}``): ``x{0,n}`` becomes
+   ``B{0,q-1} x{0,K-1} | B{q} x{0,r}`` for ``n = qK + r``, with both tails rules too.  That is
+   O(√n) states instead of O(n), and blocks are shared by every repeat of the same ``x``.
 
 The result is a :class:`NormalGrammar`: rule bodies in which every :class:`~pda.ir.Ref` names a
 kept rule, the root first.  Its root may derive the empty string; no other rule does.
@@ -37,6 +43,8 @@ __all__ = ["NormalGrammar", "normalize", "ROOT"]
 ROOT = "$root"
 # Inline a non-recursive rule into its callers when it is called once, or when its body is small.
 _INLINE_MAX_NODES = 200
+# A counted repeat whose unrolled copies would have more IR nodes than this is split into blocks.
+REPEAT_SPLIT_SIZE = 2048
 
 
 @dataclass
@@ -52,6 +60,7 @@ def normalize(ir: GrammarIR) -> NormalGrammar:
     rules = _remove_empty(rules, ir.start)
     rules = _eliminate_left_recursion(rules)
     rules = _inline(rules)
+    rules = _split_long_repeats(rules)
     return NormalGrammar(rules, ir)
 
 
@@ -420,3 +429,61 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
                 used.add(r.name)
                 todo.append(r.name)
     return {n: b for n, b in out.items() if n in used}
+
+
+# ----------------------------------------------------------------------------- 6. long counted repeats
+
+
+def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
+    blocks: dict[tuple[Expr, int, int], str] = {}  # (x, lo, hi) -> name of the rule x{lo,hi}
+    out = dict(rules)
+
+    def block(x: Expr, lo: int, hi: int) -> Expr:
+        key = (x, lo, hi)
+        name = blocks.get(key)
+        if name is None:
+            name = blocks[key] = f"$rep{len(blocks)}"
+            out[name] = repeat(x, lo, hi)  # lo >= 1: a rule never derives the empty string
+        return Ref(name)
+
+    def exact(x: Expr, n: int, size: int) -> Expr:
+        if n * size <= REPEAT_SPLIT_SIZE:
+            return repeat(x, n, n)
+        k = _block_size(n)
+        q, r = divmod(n, k)
+        return seq(repeat(block(x, k, k), q, q), repeat(x, r, r))
+
+    def upto(x: Expr, n: int, size: int) -> Expr:
+        k = _block_size(n)
+        if n * size <= REPEAT_SPLIT_SIZE or n <= k:
+            return repeat(x, 0, n)
+        q, r = divmod(n, k)
+        b = block(x, k, k)
+        full = seq(repeat(b, q, q), opt(block(x, 1, r)) if r else EPSILON)
+        return alt(seq(repeat(b, 0, q - 1), opt(block(x, 1, k - 1))), full)
+
+    def visit(e: Expr) -> Expr:
+        if isinstance(e, Seq):
+            return seq(*(visit(i) for i in e.items))
+        if isinstance(e, Alt):
+            return alt(*(visit(i) for i in e.items))
+        if isinstance(e, Repeat):
+            x = visit(e.expr)
+            size = _size(x) + sum(len(n.data) for n in walk(x) if isinstance(n, Bytes))
+            longest = e.max if e.max is not None else e.min
+            if longest * size <= REPEAT_SPLIT_SIZE or any(refs_of(x)) or _nullable(x, set()):
+                return repeat(x, e.min, e.max)
+            rest = star(x) if e.max is None else upto(x, e.max - e.min, size)
+            return seq(exact(x, e.min, size), rest)
+        return e
+
+    for name in rules:
+        out[name] = visit(rules[name])
+    return out
+
+
+def _block_size(n: int) -> int:
+    k = 1
+    while k * k < n:
+        k += 1
+    return max(k, 2)

@@ -227,6 +227,31 @@ def test_mask_equals_brute_force_on_invalid_samples_up_to_the_error(name: str, h
             assert not grammar.accepts(text) and not m.is_completed(), f"{path.name} is invalid"
 
 
+def test_mask_equals_brute_force_across_split_repeat_blocks(vocab: Vocab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Long counted repeats become block rules (calls); tokens that cross a block's end depend on
+    the caller, and the masks must still be exact there."""
+    from pda import normalize
+
+    monkeypatch.setattr(normalize, "REPEAT_SPLIT_SIZE", 6)
+    grammar = Grammar.from_ebnf('root ::= "[" [a-z ]{2,40} "]" ("," [0-9]{0,30})?')
+    assert sum(n.startswith("$rep") for n in grammar.normal.rules) >= 3
+    cg = vocab.compiler.compile_grammar(grammar)
+    rng = random.Random("split-repeats")
+    words = ["the", "cat", "a", "on", "mat", " ", "ab"]
+    for _ in range(6):
+        body = "".join(rng.choice(words) for _ in range(rng.randint(1, 16)))[:rng.randint(2, 40)].ljust(2)
+        data = f"[{body}]".encode() + (b"," + b"7" * rng.randint(0, 30) if rng.random() < 0.7 else b"")
+        m, bm = GrammarMatcher(cg), grammar.matcher()
+        text = b""
+        for i, t in enumerate(vocab.encode(data, rng)):
+            brute_force_step(m, vocab.info, bm, text, f"{data!r} step {i}")
+            assert m.accept_token(t)
+            text += vocab.info.token_bytes[t]
+            assert bm.feed(vocab.info.token_bytes[t])
+        brute_force_step(m, vocab.info, bm, text, f"{data!r} end")
+        assert m.is_completed()
+
+
 def test_hand_made_vocab_is_what_the_test_expects(hand_info: TokenizerInfo) -> None:
     """The special ids carry no text, the duplicated token keeps both ids, the vocabulary is raw bytes."""
     assert hand_info.token_bytes[:2] == [b"", b""]

@@ -148,14 +148,17 @@ def _closure(d, seeds_s, seeds_n, seeds_c, nseeds, st, nd, cx, cnt, a_state, a_p
 
 @njit(cache=True, nogil=True)
 def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rule_start, state_rule,
-                ret_ptr, ret_state, simple, data, offsets, cand, start_state, stack, expand, out, ws):
+                ret_ptr, ret_state, simple, data, offsets, lcp, skip, cand, start_state, stack, expand, out, ws):
     """Classify the sorted tokens ``cand`` (ascending sorted-trie indices) from one top.
 
     The walk starts at ``start_state`` over ``stack`` (return states, bottom first; empty for a
     bare frame).  With ``expand`` (precompute), popping below the frame continues at every return
     site of the rule ("context expansion") as a context thread.  ``out[j]`` gets a TOKEN_* code.
     Tokens share the work of their common prefix; a prefix that dies rejects every token that
-    starts with it without further work.  ``ws`` is a :func:`make_workspace` tuple.
+    starts with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp``
+    gives the common prefixes and a dead prefix jumps over its subtree through ``skip``, so a top
+    that allows few tokens costs little more than the tokens it allows.  ``ws`` is a
+    :func:`make_workspace` tuple.
     """
     st, nd, cx, cnt, a_state, a_parent, n_nodes, a_top, seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c = ws
     if stack.shape[0] > a_state.shape[0] // 2:
@@ -183,12 +186,27 @@ def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rul
     dead_at = -1  # the previous token's prefix of this length (>0) died
     over_at = -1  # ... or overflowed
     prev = -1
-    for j in range(cand.shape[0]):
+    ncand = cand.shape[0]
+    full = ncand == offsets.shape[0] - 1  # ascending and distinct: cand[j] == j
+    if full:
+        for j in range(ncand):
+            out[j] = TOKEN_REJECTED
+    j = -1
+    while True:
+        j += 1
+        if full and dead_at > 0:
+            # every token below the dead prefix is rejected (out is pre-filled): jump over them
+            while j < ncand and lcp[j] >= dead_at:
+                j = skip[j]
+        if j >= ncand:
+            break
         i = cand[j]
         a = offsets[i]
         ln = offsets[i + 1] - a
         common = 0
-        if prev >= 0:
+        if full:
+            common = min(lcp[i], ln) if j > 0 else 0
+        elif prev >= 0:
             pa = offsets[prev]
             lim = min(ln, offsets[prev + 1] - pa)
             while common < lim and data[a + common] == data[pa + common]:

@@ -456,7 +456,9 @@ class GrammarMatcher:
         if self._ws is None:
             self._ws = make_workspace(comp.max_token_length)
         for path in paths or ():
-            walk_tokens(*comp.kernel_args, comp.trie.data, comp.trie.offsets, unc, s, path, False, out, self._ws)
+            trie = comp.trie
+            walk_tokens(*comp.kernel_args, trie.data, trie.offsets, trie.lcp, trie.skip, unc, s, path, False, out,
+                        self._ws)
             ok |= out == TOKEN_ACCEPTED
             if (out == TOKEN_OVERFLOW).any():
                 fallback = True

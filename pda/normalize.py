@@ -44,7 +44,7 @@ ROOT = "$root"
 # Inline a non-recursive rule into its callers when it is called once, or when its body is small.
 _INLINE_MAX_NODES = 200
 # A counted repeat whose unrolled copies would have more IR nodes than this is split into blocks.
-REPEAT_SPLIT_SIZE = 2048
+REPEAT_SPLIT_SIZE = 16384
 
 
 @dataclass

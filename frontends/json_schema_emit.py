@@ -458,6 +458,7 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
     floating = [k for k in m.required if k not in in_props] if lo == 0 and hi is None else []
     members: list[tuple[Expr, bool]] = []  # (member text, required)
     float_texts: list[Expr] = []
+    texts: dict[str, Expr] = {}
     for k in declared:
         req = k in m.required
         ok = names_dfa is None or fsm.matches(names_dfa, k)
@@ -466,7 +467,7 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
             if req:
                 return NOTHING
             continue
-        text = c.share(seq(string_literal(k), colon, value), "prop")
+        text = texts[k] = c.share(seq(string_literal(k), colon, value), "prop")
         if k in floating:
             float_texts.append(text)
         else:
@@ -476,10 +477,11 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
         return NOTHING
     cap = max(1, lo, hi + 1 if hi is not None else 0)
     if c.property_order == "any" and lo == 0 and hi is None:
-        # Any order: required members once each (in their relative order), the others anywhere
-        # and possibly repeated (a repeated key keeps its last value, which is valid anyway).
+        # Any order: required members once each (in the order of `required` when their orders
+        # would be too many), the others anywhere and possibly repeated (a repeated key keeps
+        # its last value, which is valid anyway).
         loose = alt(*(t for t, r in members if not r), extra)
-        fixed = [t for t, r in members if r] + float_texts
+        fixed = [texts[k] for k in m.required]
         if fixed:
             return _object_with_floating(c, [], fixed, c.share(loose, "any"), depth)
         if loose == NOTHING:
@@ -538,7 +540,7 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
     return alt(empty, nonempty) if nullable else nonempty
 
 
-MAX_ORDERS_WEIGHT = 20000
+MAX_ORDERS_WEIGHT = 50000
 
 
 def weight(e: Expr, memo: dict[int, tuple[Expr, int]] | None = None) -> int:

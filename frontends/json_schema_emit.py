@@ -208,6 +208,9 @@ def restrict_len(e: Expr, lo: int, hi: int | None, budget: list[int] | None = No
         i = var[0]
         r = restrict_len(items[i], lo - fixed, None if hi is None else hi - fixed, budget)
         return None if r is None else seq(*items[:i], r, *items[i + 1:])
+    shared = _share_long_repeat(items, var, fixed, lo, hi)
+    if shared is not None:
+        return shared
     for i in var:  # distribute a choice between lengths over the rest of the sequence
         it = items[i]
         if isinstance(it, Alt):
@@ -216,6 +219,35 @@ def restrict_len(e: Expr, lo: int, hi: int | None, budget: list[int] | None = No
                 return None
             return restrict_len(alt(*(seq(*items[:i], x, *items[i + 1:]) for x in it.items)), lo, hi, budget)
     return None
+
+
+def _share_long_repeat(items: list[Expr], var: list[int], fixed: int, lo: int, hi: int | None) -> Expr | None:
+    """``A · mid · x{a,b}`` (A a choice of fixed-length alternatives, mid fixed, x one character)
+    limited to at most ``hi`` characters, with the long repetition written once:
+    ``(A_i · mid · x{0,d_i})_i · x{a,H}`` where ``d_i`` is how much shorter ``A_i`` is than the
+    longest (or mirrored, the repetition first).  None when that is not the shape."""
+    if len(var) != 2 or hi is None:
+        return None
+    i, j = var
+    if isinstance(items[i], Repeat):
+        i, j = j, i
+    choice, rep = items[i], items[j]
+    if not (isinstance(choice, Alt) and isinstance(rep, Repeat) and _fixed_len(rep.expr) == 1):
+        return None
+    lens = [_fixed_len(x) for x in choice.items]
+    if any(n is None for n in lens):
+        return None
+    longest = max(lens)  # type: ignore[type-var]
+    top = hi - fixed - longest  # the shared repetition's bound
+    if top < rep.min or lo > fixed + min(lens) + rep.min or (rep.max is not None and rep.max < top + longest - min(lens)):  # type: ignore[operator]
+        return None
+    first, last = min(i, j), max(i, j)
+    mid = items[first + 1:last]
+    if i < j:  # the choice, then the repetition
+        per = alt(*(seq(x, *mid, repeat(rep.expr, 0, longest - n)) for x, n in zip(choice.items, lens)))  # type: ignore[operator]
+        return seq(*items[:i], per, repeat(rep.expr, rep.min, top), *items[j + 1:])
+    per = alt(*(seq(repeat(rep.expr, 0, longest - n), *mid, x) for x, n in zip(choice.items, lens)))  # type: ignore[operator]
+    return seq(*items[:j], repeat(rep.expr, rep.min, top), per, *items[i + 1:])
 
 
 def string_dfa_of(c: _Compiler, m: Merged) -> fsm.DFA:

@@ -137,6 +137,7 @@ def test_spelled_except_against_decoding() -> None:
 
 
 @pytest.mark.parametrize("pattern", [r"^data:(jpg|jpeg|png|svg\+xml);[a-z=]*$", r"^[1-9]{1}[0-9]{2,5}$",
+                                     r"^[a-z]{2,}:(x|yy|zzzz)$", r"^(ab|c)[0-9]{0,30}$",
                                      r"^(ab|c)*x$", r"^(a|bb)(c|dd)[e-f]+$", r"^(xy)+$"])
 @pytest.mark.parametrize("lo,hi", [(0, None), (3, None), (0, 6), (4, 9), (7, 7), (12, 40)])
 def test_restrict_len_is_length_intersection(pattern: str, lo: int, hi: int | None) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .fsm import build_rule_dfa
+from .limits import check_deadline
 from .normalize import ROOT, NormalGrammar
 
 __all__ = ["Automaton", "build_automaton", "DEFAULT_MAX_STATES"]
@@ -78,6 +79,7 @@ def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES) -
     dfas = []
     total = 0
     for n in names:
+        check_deadline()
         d = build_rule_dfa(g.rules[n], index, max_states=max_states - total)
         total += len(d.trans)
         dfas.append(d)

@@ -11,6 +11,7 @@ import xxhash
 from pda.cache.compile_cache import DEFAULT_MAX_BYTES, CompileCache
 
 from .automaton import DEFAULT_MAX_STATES
+from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .precompute import TokenClasses, kernel_args, max_token_length, precompute_classes, return_sites
 from .stack import DEFAULT_MAX_STACK_DEPTH
@@ -64,22 +65,29 @@ class GrammarCompiler:
 
     ``precompute`` chooses when each automaton state's token classes are computed: ``"eager"`` (all
     at compile time), ``"lazy"`` (each the first time a matcher needs it; compiles are fast and the
-    first mask in a new state pays a few milliseconds), or ``"auto"`` (eager up to
-    ``eager_max_states`` states, lazy beyond — large JSON Schemas visit few of their states).
+    first mask in a new state pays up to a few milliseconds), or ``"auto"``: at compile time, the
+    states nearest the start, breadth first, for at most ``eager_seconds`` and ``eager_max_states``
+    states; the rest lazily (large JSON Schemas visit few of their thousands of states).
+    ``max_states``, ``max_stack_depth`` and ``max_compile_seconds`` are the limits of every
+    :class:`~pda.Grammar` it builds.
     """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache: bool = True, max_states: int = DEFAULT_MAX_STATES,
                  max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_max_bytes: int | None = DEFAULT_MAX_BYTES,
-                 precompute: Literal["auto", "eager", "lazy"] = "auto", eager_max_states: int = 256) -> None:
+                 precompute: Literal["auto", "eager", "lazy"] = "auto", eager_max_states: int = 256,
+                 eager_seconds: float = 0.1,
+                 max_compile_seconds: float | None = DEFAULT_MAX_COMPILE_SECONDS) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
         self.tokenizer_info = tokenizer_info
-        self._options = {"max_states": max_states, "max_stack_depth": max_stack_depth}
+        self._options = {"max_states": max_states, "max_stack_depth": max_stack_depth,
+                         "max_compile_seconds": max_compile_seconds}
         self._cache: CompileCache[CompiledGrammar] | None = CompileCache(cache_max_bytes) if cache else None
         if precompute not in ("auto", "eager", "lazy"):
             raise ValueError(f"precompute must be 'auto', 'eager' or 'lazy', got {precompute!r}")
         self._precompute = precompute
         self._eager_max_states = eager_max_states
+        self._eager_seconds = eager_seconds
 
     # ------------------------------------------------------------------ public
 
@@ -136,9 +144,10 @@ class GrammarCompiler:
                 sys.stderr.write(f"\rpda: token classes {done}/{total} states")
                 sys.stderr.flush()
 
-        tops = int(grammar.automaton.has_bytes.sum())
-        eager = self._precompute == "eager" or (self._precompute == "auto" and tops <= self._eager_max_states)
-        classes = precompute_classes(grammar.automaton, self.tokenizer_info, progress, eager=eager)
+        classes = precompute_classes(grammar.automaton, self.tokenizer_info, progress,
+                                     eager=self._precompute == "eager")
+        if self._precompute == "auto":
+            classes.warm(grammar.automaton, seconds=self._eager_seconds, max_states=self._eager_max_states)
         if shown[0]:
             sys.stderr.write("\n")
         return CompiledGrammar(grammar, self.tokenizer_info, classes, time.perf_counter() - t0)

@@ -15,6 +15,7 @@ import numpy as np
 
 from .dfa_kernels import DETERMINIZE_OK, determinize_nfa, minimize_partial
 from .errors import LimitExceededError
+from .limits import check_deadline
 from .ir import Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq
 
 __all__ = ["RuleDFA", "build_rule_dfa", "determinize", "utf8_sequences"]
@@ -76,6 +77,8 @@ class _NFA:
                 "use smaller repetition counts",
             )
         self.n += 1
+        if not self.n & 4095:
+            check_deadline()
         return self.n - 1
 
     def build(self, e: Expr, s: int, t: int) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 from .automaton import DEFAULT_MAX_STATES, Automaton, build_automaton
 from .errors import GrammarError
 from .ir import GrammarIR, to_ebnf
+from .limits import DEFAULT_MAX_COMPILE_SECONDS, compile_budget
 from .matcher import ByteMatcher, Walker, as_bytes, validate_bytes
 from .normalize import ROOT, normalize
 from .stack import DEFAULT_MAX_STACK_DEPTH, StackArena
@@ -23,8 +24,9 @@ class Grammar:
 
     Build one with a ``from_*`` constructor.  Compilation happens at construction, so every error
     in the grammar is raised there (a :class:`~pda.errors.GrammarError` naming the place).
-    ``max_states`` bounds the automaton, ``max_stack_depth`` the nesting of a matched text; hitting
-    either raises :class:`~pda.errors.LimitExceededError`.
+    ``max_states`` bounds the automaton, ``max_stack_depth`` the nesting of a matched text and
+    ``max_compile_seconds`` the time to build it (frontend included; ``None``: no limit); hitting
+    any of them raises :class:`~pda.errors.LimitExceededError`.
     """
 
     json_pointers = False
@@ -32,11 +34,12 @@ class Grammar:
 
     def __init__(
         self, ir: GrammarIR, *, max_states: int = DEFAULT_MAX_STATES,
-        max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH,
+        max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, max_compile_seconds: float | None = DEFAULT_MAX_COMPILE_SECONDS,
     ) -> None:
         self.ir = ir
-        self.normal = normalize(ir)
-        self.automaton: Automaton = build_automaton(self.normal, max_states=max_states)
+        with compile_budget(max_compile_seconds):
+            self.normal = normalize(ir)
+            self.automaton: Automaton = build_automaton(self.normal, max_states=max_states)
         self.max_stack_depth = max_stack_depth
 
     # ------------------------------------------------------------------ constructors
@@ -50,29 +53,33 @@ class Grammar:
         """A GBNF / XGrammar-style EBNF grammar (``root ::= ...``)."""
         from pda.frontends.ebnf import parse_ebnf
 
-        return cls(parse_ebnf(text, start=start, filename=filename), **options)
+        with _budget(options):
+            return cls(parse_ebnf(text, start=start, filename=filename), **options)
 
     @classmethod
     def from_lark(cls, text: str, *, start: str = "start", filename: str | None = None, **options: Any) -> Grammar:
         """A Lark grammar (``start: ...``), with ``%import common`` and ``%ignore``."""
         from pda.frontends.lark_format import parse_lark
 
-        return cls(parse_lark(text, start=start, filename=filename), **options)
+        with _budget(options):
+            return cls(parse_lark(text, start=start, filename=filename), **options)
 
     @classmethod
     def from_regex(cls, pattern: str, *, flags: str = "", **options: Any) -> Grammar:
         """The strings a regular expression matches entirely (Python ``re`` syntax)."""
         from pda.frontends.regex import regex_to_ir
 
-        return cls(GrammarIR({"root": regex_to_ir(pattern, flags=flags)}, "root", source=pattern), **options)
+        with _budget(options):
+            return cls(GrammarIR({"root": regex_to_ir(pattern, flags=flags)}, "root", source=pattern), **options)
 
     @classmethod
     def from_json_schema(cls, schema: Any, **options: Any) -> Grammar:
         """The JSON texts a JSON Schema allows (see :func:`pda.frontends.json_schema.json_schema_to_ir`)."""
         from pda.frontends.json_schema import json_schema_to_ir
 
-        limits = {k: options.pop(k) for k in ("max_states", "max_stack_depth") if k in options}
-        grammar = cls(json_schema_to_ir(schema, **options), **limits)
+        limits = {k: options.pop(k) for k in ("max_states", "max_stack_depth", "max_compile_seconds") if k in options}
+        with _budget(limits):
+            grammar = cls(json_schema_to_ir(schema, **options), **limits)
         grammar.json_pointers = True
         return grammar
 
@@ -140,3 +147,8 @@ class Grammar:
         a = self.automaton
         return (f"<pda.Grammar start={self.ir.start!r} rules={len(self.ir.rules)} pda_rules={len(a.rule_names)} "
                 f"states={a.num_states} classes={a.num_classes}>")
+
+
+def _budget(options: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """The compile budget of a constructor's options (the frontend's work counts too)."""
+    return compile_budget(options.get("max_compile_seconds", DEFAULT_MAX_COMPILE_SECONDS))

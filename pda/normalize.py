@@ -33,6 +33,7 @@ import warnings
 from dataclasses import dataclass
 
 from .errors import EmptyLanguageError, UndefinedRuleError
+from .limits import check_deadline
 from .ir import (
     EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, opt,
     refs_of, repeat, seq, star, walk,
@@ -57,9 +58,13 @@ def normalize(ir: GrammarIR) -> NormalGrammar:
     """Run every normalisation step; raises the errors described in the module docstring."""
     rules = _resolve(ir)
     rules = _check_productive(rules, ir)
+    check_deadline()
     rules = _remove_empty(rules, ir.start)
+    check_deadline()
     rules = _eliminate_left_recursion(rules)
+    check_deadline()
     rules = _inline(rules)
+    check_deadline()
     rules = _split_long_repeats(rules)
     return NormalGrammar(rules, ir)
 
@@ -416,6 +421,7 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
 
     def expand(name: str) -> Expr:
         if name not in done:
+            check_deadline()
             done[name] = _simplify(_map_refs(rules[name], lambda r: expand(r.name) if r.name in inline else r))
         return done[name]
 

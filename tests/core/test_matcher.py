@@ -170,3 +170,24 @@ def test_limits_are_errors() -> None:
     assert g.accepts("(" * 15 + ")" * 15)
     with pytest.raises(LimitExceededError, match="max_stack_depth=20"):
         g.accepts("(" * 30)
+
+
+def test_compile_time_is_a_limit() -> None:
+    import time
+
+    from pda import Grammar
+    from pda.limits import compile_budget
+
+    big = {"root": seq(lit("<"), *(repeat(lit(f"x{i}"), 0, 300) for i in range(40)), lit(">"))}  # 48k NFA states
+    t0 = time.monotonic()
+    with pytest.raises(LimitExceededError, match="max_compile_seconds=1e-06"):
+        G(big, max_compile_seconds=1e-6)
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(LimitExceededError, match="max_compile_seconds"):
+        Grammar.from_json_schema({"type": "string", "maxLength": 5000}, max_compile_seconds=1e-6)
+    with pytest.raises(ValueError, match="max_compile_seconds"):
+        G({"root": lit("a")}, max_compile_seconds=0)
+    # an outer budget covers a nested one; a spent budget leaves no trace on the next compile
+    with compile_budget(1e-6), pytest.raises(LimitExceededError):
+        G(big, max_compile_seconds=None)
+    assert G(big, max_compile_seconds=None).accepts("<x0x1>")

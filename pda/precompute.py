@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -111,6 +113,31 @@ class TokenClasses:
                     progress(len(self.by_state), len(self.states))
             got.append(cls)
         return got
+
+    def warm(self, aut: Automaton, *, seconds: float, max_states: int) -> None:
+        """Classify states in breadth-first order from the start until ``seconds`` have passed or
+        ``max_states`` are done: the states a document meets first, within a bounded compile time."""
+        deadline = time.perf_counter() + seconds
+        ws = make_workspace(self._maxlen)
+        rets = return_sites(aut)
+        start = int(aut.rule_start[0])
+        seen = {start}
+        queue = deque([start])
+        done = 0
+        while queue and done < max_states and time.perf_counter() < deadline:
+            s = queue.popleft()
+            if aut.has_bytes[s] and s not in self.by_state:
+                self._compute([s], ws)
+                done += 1
+            nxt = np.unique(aut.trans[s]).tolist()
+            nxt += [int(aut.rule_start[r]) for r, _ in aut.calls(s)] + [t for _, t in aut.calls(s)]
+            if aut.is_end[s]:
+                r = int(aut.state_rule[s])
+                nxt += rets[1][rets[0][r]:rets[0][r + 1]].tolist()
+            for t in nxt:
+                if t >= 0 and t not in seen:
+                    seen.add(t)
+                    queue.append(t)
 
     def compute_all(self, progress=None, *, threads: int | None = None) -> None:  # type: ignore[no-untyped-def]
         """Classify every state now, on ``threads`` worker threads (default: CPU count, at most 8)."""

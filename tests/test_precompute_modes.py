@@ -38,3 +38,15 @@ def test_lazy_masks_equal_eager_masks(tok: pda.TokenizerInfo, name: str) -> None
 def test_precompute_option_is_checked(tok: pda.TokenizerInfo) -> None:
     with pytest.raises(ValueError, match="precompute must be 'auto', 'eager' or 'lazy', got 'sometimes'"):
         pda.GrammarCompiler(tok, precompute="sometimes")  # type: ignore[arg-type]
+
+
+def test_auto_classifies_the_states_nearest_the_start_within_its_budget(tok: pda.TokenizerInfo) -> None:
+    text = path("c_like").read_text(encoding="utf-8")
+    few = pda.GrammarCompiler(tok, eager_max_states=5).compile_grammar(text)
+    assert len(few.classes.by_state) == 5
+    start = int(few.grammar.automaton.rule_start[0])
+    assert start in few.classes.by_state or not few.grammar.automaton.has_bytes[start]
+    none = pda.GrammarCompiler(tok, eager_seconds=0.0).compile_grammar(text)
+    assert not none.classes.by_state
+    every = pda.GrammarCompiler(tok, eager_seconds=60.0, eager_max_states=10**6).compile_grammar(text)
+    assert every.classes.complete

@@ -47,7 +47,7 @@ Departures from plain JSON Schema validation (all make the grammar *stricter*, n
   anywhere among the undeclared ones (in any order while every order written out stays small:
   a few members with light values; else in the order of ``required``).  With
   ``property_order="any"`` (objects without ``minProperties``/``maxProperties``) members may come
-  in any order (required ones exactly once, and in the order of ``required`` when their orders
+  in any order (required ones exactly once, and in the order of ``properties`` when their orders
   written out would be too large); an optional or undeclared key may then be repeated (JSON
   parsers keep the last value, which the grammar checked like every other).
 * ``strict=True`` forbids undeclared properties of objects that declare ``properties`` or

@@ -490,7 +490,6 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
     floating = [k for k in m.required if k not in in_props] if lo == 0 and hi is None else []
     members: list[tuple[Expr, bool]] = []  # (member text, required)
     float_texts: list[Expr] = []
-    texts: dict[str, Expr] = {}
     for k in declared:
         req = k in m.required
         ok = names_dfa is None or fsm.matches(names_dfa, k)
@@ -499,7 +498,7 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
             if req:
                 return NOTHING
             continue
-        text = texts[k] = c.share(seq(string_literal(k), colon, value), "prop")
+        text = c.share(seq(string_literal(k), colon, value), "prop")
         if k in floating:
             float_texts.append(text)
         else:
@@ -509,11 +508,11 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
         return NOTHING
     cap = max(1, lo, hi + 1 if hi is not None else 0)
     if c.property_order == "any" and lo == 0 and hi is None:
-        # Any order: required members once each (in the order of `required` when their orders
+        # Any order: required members once each (in their relative order when their orders
         # would be too many), the others anywhere and possibly repeated (a repeated key keeps
         # its last value, which is valid anyway).
         loose = alt(*(t for t, r in members if not r), extra)
-        fixed = [texts[k] for k in m.required]
+        fixed = [t for t, r in members if r] + float_texts
         if fixed:
             return _object_with_floating(c, [], fixed, c.share(loose, "any"), depth)
         if loose == NOTHING:
@@ -573,6 +572,7 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
 
 
 MAX_ORDERS_WEIGHT = 50000
+MAX_ORDERS_MEMBERS = 8
 
 
 def weight(e: Expr, memo: dict[int, tuple[Expr, int]] | None = None) -> int:
@@ -595,19 +595,14 @@ def weight(e: Expr, memo: dict[int, tuple[Expr, int]] | None = None) -> int:
 
 
 def _orders_weight(members: list[Expr], xs: Expr) -> int:
-    """:func:`weight` of every order of ``members`` written out as a tree (a tree of prefixes)."""
-    if len(members) > 8:
+    """:func:`weight` of the automaton that lets ``members`` come in any order: one state per set
+    of members still due, each with an edge per member of the set."""
+    if len(members) > MAX_ORDERS_MEMBERS:
         return MAX_ORDERS_WEIGHT + 1
     memo: dict[int, tuple[Expr, int]] = {}
     ws, wx = [weight(m, memo) for m in members], weight(xs, memo)
-    cost: dict[frozenset[int], int] = {}
-
-    def tree(left: frozenset[int]) -> int:
-        if left not in cost:
-            cost[left] = wx + sum(1 + ws[f] + tree(left - {f}) for f in left)
-        return cost[left]
-
-    return 2 * tree(frozenset(range(len(members))))
+    k = len(members)
+    return 2 ** k * wx + 2 ** (k - 1) * sum(1 + w for w in ws) + sum(ws)
 
 
 def _object_with_floating(c: _Compiler, members: list[tuple[Expr, bool]], floating: list[Expr], extra: Expr,
@@ -619,20 +614,22 @@ def _object_with_floating(c: _Compiler, members: list[tuple[Expr, bool]], floati
     open_, sep, close, _ = c.layout.pieces(depth, "{}")
     xs = star(seq(sep, extra)) if extra != NOTHING else EPSILON
     if _orders_weight(floating, xs) <= MAX_ORDERS_WEIGHT:
-        # Any order of the floating members (a subset-indexed family of expressions).
+        # Any order of the floating members: one rule per set of members still due (shared by
+        # every order that reaches it, so the size grows as 2^k, not as k!).
         memo: dict[frozenset[int], Expr] = {}
 
         def after(left: frozenset[int]) -> Expr:  # after at least one member, `left` still due
             if left not in memo:
-                memo[left] = seq(xs, alt(*(seq(sep, floating[f], after(left - {f})) for f in sorted(left)))) \
+                body = seq(xs, alt(*(seq(sep, floating[f], after(left - {f})) for f in sorted(left)))) \
                     if left else xs
+                memo[left] = Ref(c.add_rule(c.fresh("due"), body)) if len(left) >= 2 else body
             return memo[left]
 
         everything = frozenset(range(len(floating)))
         led = after(everything)
         no_member_before = alt(*(seq(floating[f], after(everything - {f})) for f in sorted(everything)),
                                seq(extra, led) if extra != NOTHING else NOTHING)
-    else:  # in the order of `required`
+    else:  # in the order given
         led = seq(*(seq(xs, sep, f) for f in floating), xs)
         after_first = seq(*(seq(xs, sep, f) for f in floating[1:]), xs)
         no_member_before = alt(seq(floating[0], after_first),

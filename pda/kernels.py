@@ -148,7 +148,8 @@ def _closure(d, seeds_s, seeds_n, seeds_c, nseeds, st, nd, cx, cnt, a_state, a_p
 
 @njit(cache=True, nogil=True)
 def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rule_start, state_rule,
-                ret_ptr, ret_state, simple, data, offsets, lcp, skip, cand, start_state, stack, expand, out, ws):
+                ret_ptr, ret_state, simple, data, offsets, lcp, skip, bytesets, cand, start_state, stack, expand,
+                out, ws):
     """Classify the sorted tokens ``cand`` (ascending sorted-trie indices) from one top.
 
     The walk starts at ``start_state`` over ``stack`` (return states, bottom first; empty for a
@@ -157,7 +158,8 @@ def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rul
     Tokens share the work of their common prefix; a prefix that dies rejects every token that
     starts with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp``
     gives the common prefixes and a dead prefix jumps over its subtree through ``skip``, so a top
-    that allows few tokens costs little more than the tokens it allows.  ``ws`` is a
+    that allows few tokens costs little more than the tokens it allows; a token whose bytes
+    (``bytesets``) all loop on the start state is accepted without a walk.  ``ws`` is a
     :func:`make_workspace` tuple.
     """
     st, nd, cx, cnt, a_state, a_parent, n_nodes, a_top, seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c = ws
@@ -191,6 +193,14 @@ def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rul
     if full:
         for j in range(ncand):
             out[j] = TOKEN_REJECTED
+    # the bytes that lead from the start state back to itself: a token made only of them is
+    # accepted by the start thread (it never leaves the state), with no walk
+    loops = np.zeros(4, dtype=np.uint64)
+    nloops = 0
+    for b in range(256):
+        if trans[start_state, byte_class[b]] == start_state:
+            loops[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            nloops += 1
     j = -1
     while True:
         j += 1
@@ -211,6 +221,13 @@ def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rul
             lim = min(ln, offsets[prev + 1] - pa)
             while common < lim and data[a + common] == data[pa + common]:
                 common += 1
+        if full and nloops > 0 and (bytesets[i, 0] & ~loops[0]) == 0 and (bytesets[i, 1] & ~loops[1]) == 0 \
+                and (bytesets[i, 2] & ~loops[2]) == 0 and (bytesets[i, 3] & ~loops[3]) == 0:
+            out[j] = TOKEN_ACCEPTED
+            valid = min(valid, common)  # the next token shares with the last walked one at most this
+            dead_at = -1
+            over_at = -1
+            continue
         prev = i
         if dead_at > 0 and common >= dead_at:
             out[j] = TOKEN_REJECTED
@@ -281,3 +298,15 @@ def set_bits(words, ids):
     for k in range(ids.shape[0]):
         t = ids[k]
         words[t >> 5] |= np.int32(1 << (t & 31)) if (t & 31) != 31 else np.int32(-2147483648)
+
+
+@njit(cache=True, nogil=True)
+def token_bytesets(data, offsets):  # type: ignore[no-untyped-def]
+    """The set of byte values in each token ``data[offsets[i]:offsets[i+1]]``, as 4 uint64 words."""
+    n = offsets.shape[0] - 1
+    out = np.zeros((n, 4), dtype=np.uint64)
+    for i in range(n):
+        for k in range(offsets[i], offsets[i + 1]):
+            b = data[k]
+            out[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    return out

@@ -97,8 +97,8 @@ class TokenClasses:
         empty_stack = np.zeros(0, dtype=np.int32)
         got = []
         for s in chunk:
-            walk_tokens(*self._args, trie.data, trie.offsets, trie.lcp, trie.skip, self._all, s, empty_stack, True,
-                        out, ws)
+            walk_tokens(*self._args, trie.data, trie.offsets, trie.lcp, trie.skip, trie.bytesets, self._all, s,
+                        empty_stack, True, out, ws)
             acc = trie.order[out == TOKEN_ACCEPTED]
             unc = self._all[(out == TOKEN_UNCERTAIN) | (out == TOKEN_OVERFLOW)]
             if acc.shape[0] > words:

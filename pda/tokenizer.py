@@ -32,6 +32,7 @@ import numpy as np
 import xxhash
 
 from pda.errors import TokenizerError
+from pda.kernels import token_bytesets
 
 __all__ = ["VocabType", "TokenTrie", "TokenizerInfo", "byte_level_alphabet"]
 
@@ -50,7 +51,8 @@ class TokenTrie(NamedTuple):
     ``order[i]`` is the id of the i-th token in sorted order; its bytes are
     ``data[offsets[i]:offsets[i + 1]]``; ``lcp[i]`` is the length of the common prefix with token
     ``i - 1`` (0 for ``i == 0``); ``skip[i]`` is the first ``j > i`` whose bytes do not start with
-    token ``i``'s bytes (``n`` when there is none).  A depth-first walk::
+    token ``i``'s bytes (``n`` when there is none); ``bytesets[i]`` is the set of byte values in
+    token ``i`` (bit ``b & 63`` of word ``b >> 6``).  A depth-first walk::
 
         i = 0
         while i < n:
@@ -63,6 +65,7 @@ class TokenTrie(NamedTuple):
     offsets: np.ndarray  # int32[n + 1]
     lcp: np.ndarray  # int32[n]
     skip: np.ndarray  # int32[n]
+    bytesets: np.ndarray  # uint64[n, 4]: the byte values in each token, as a 256-bit set
 
 
 def byte_level_alphabet() -> list[str]:
@@ -526,4 +529,5 @@ def build_token_trie(token_bytes: Sequence[bytes]) -> TokenTrie:
         offsets=offsets.astype(np.int32),
         lcp=lcp.astype(np.int32),
         skip=pos.astype(np.int32),
+        bytesets=token_bytesets(data, offsets),
     )

@@ -217,12 +217,15 @@ def brute_force_trie(token_bytes: list[bytes]) -> TokenTrie:
             lcp[k] += 1
     skip = [next((j for j in range(i + 1, n) if not toks[j].startswith(toks[i])), n) for i in range(n)]
     offsets = np.cumsum([0] + [len(t) for t in toks])
-    return TokenTrie(np.array(ids), np.frombuffer(b"".join(toks), np.uint8), offsets, np.array(lcp), np.array(skip))
+    sets = np.array([[sum(1 << (b & 63) for b in set(t) if b >> 6 == w) for w in range(4)] for t in toks],
+                    dtype=np.uint64).reshape(n, 4)
+    return TokenTrie(np.array(ids), np.frombuffer(b"".join(toks), np.uint8), offsets, np.array(lcp), np.array(skip),
+                     sets)
 
 
 def check_trie(trie: TokenTrie, want: TokenTrie) -> None:
     """Equal arrays, with the promised dtypes."""
-    for field, dtype in zip(TokenTrie._fields, [np.int32, np.uint8, np.int32, np.int32, np.int32]):
+    for field, dtype in zip(TokenTrie._fields, [np.int32, np.uint8, np.int32, np.int32, np.int32, np.uint64]):
         got = getattr(trie, field)
         assert got.dtype == dtype, field
         assert np.array_equal(got, getattr(want, field)), field

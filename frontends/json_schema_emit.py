@@ -575,32 +575,54 @@ MAX_ORDERS_WEIGHT = 50000
 MAX_ORDERS_MEMBERS = 8
 
 
-def weight(e: Expr, memo: dict[int, tuple[Expr, int]] | None = None) -> int:
+def weight(e: Expr, memo: dict[int, tuple[Expr, int]] | None = None, rules: dict[str, Expr] | None = None,
+           _open: frozenset[str] = frozenset()) -> int:
     """A rough count of the automaton states ``e`` needs, read as a tree: a counted repetition
-    costs its body times its count (``{0,1000}`` of a string character is a thousand of them)."""
+    costs its body times its count (``{0,1000}`` of a string character is a thousand of them);
+    a call of one of ``rules`` costs that rule's body (the core inlines the rules it can)."""
     memo = {} if memo is None else memo
     if isinstance(e, Bytes):
         return len(e.data)
+    if isinstance(e, Ref):
+        if rules is None or e.name not in rules or e.name in _open or _recursive(e.name, rules):
+            return 1  # stays a call
+        got = memo.get(id(rules[e.name]))
+        return got[1] if got is not None else weight(rules[e.name], memo, rules, _open | {e.name})
     if not isinstance(e, (Seq, Alt, Repeat)):
         return 1
     got = memo.get(id(e))
     if got is not None:
         return got[1]
     if isinstance(e, Repeat):
-        w = weight(e.expr, memo) * max(e.min if e.max is None else e.max, 1)
+        w = weight(e.expr, memo, rules, _open) * max(e.min if e.max is None else e.max, 1)
     else:
-        w = sum(weight(i, memo) for i in e.items)
+        w = sum(weight(i, memo, rules, _open) for i in e.items)
     memo[id(e)] = (e, w)
     return w
 
 
-def _orders_weight(members: list[Expr], xs: Expr) -> int:
+def _recursive(name: str, rules: dict[str, Expr]) -> bool:
+    """Whether rule ``name`` can reach itself (the core keeps such rules as calls)."""
+    from pda.ir import refs_of
+
+    seen, todo = set(), [name]
+    while todo:
+        for r in refs_of(rules.get(todo.pop(), NOTHING)):
+            if r.name == name:
+                return True
+            if r.name not in seen:
+                seen.add(r.name)
+                todo.append(r.name)
+    return False
+
+
+def _orders_weight(members: list[Expr], xs: Expr, rules: dict[str, Expr]) -> int:
     """:func:`weight` of the automaton that lets ``members`` come in any order: one state per set
     of members still due, each with an edge per member of the set."""
     if len(members) > MAX_ORDERS_MEMBERS:
         return MAX_ORDERS_WEIGHT + 1
     memo: dict[int, tuple[Expr, int]] = {}
-    ws, wx = [weight(m, memo) for m in members], weight(xs, memo)
+    ws, wx = [weight(m, memo, rules) for m in members], weight(xs, memo, rules)
     k = len(members)
     return 2 ** k * wx + 2 ** (k - 1) * sum(1 + w for w in ws) + sum(ws)
 
@@ -613,7 +635,7 @@ def _object_with_floating(c: _Compiler, members: list[tuple[Expr, bool]], floati
     minProperties/maxProperties."""
     open_, sep, close, _ = c.layout.pieces(depth, "{}")
     xs = star(seq(sep, extra)) if extra != NOTHING else EPSILON
-    if _orders_weight(floating, xs) <= MAX_ORDERS_WEIGHT:
+    if _orders_weight(floating, xs, c.rules) <= MAX_ORDERS_WEIGHT:
         # Any order of the floating members: one rule per set of members still due (shared by
         # every order that reaches it, so the size grows as 2^k, not as k!).
         memo: dict[frozenset[int], Expr] = {}

@@ -3,12 +3,14 @@
 Building a grammar runs inside :func:`compile_budget`; the frontends, normalisation and the
 automaton construction call :func:`check_deadline` in their long loops, so a grammar or schema
 that would take too long stops with :class:`~pda.errors.LimitExceededError` (limit
-``max_compile_seconds``) rather than hanging the caller.  The numba kernels are not interrupted;
+``max_compile_seconds``) rather than hanging the caller.  An expression nested deeper than
+Python's recursion limit is a ``LimitExceededError`` too (limit ``recursion_limit``).  The numba kernels are not interrupted;
 they are bounded by ``max_states`` instead.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -37,6 +39,11 @@ def compile_budget(seconds: float | None) -> Iterator[None]:
         _local.deadline = mine if outer is None or mine[0] < outer[0] else outer
     try:
         yield
+    except RecursionError as e:
+        raise LimitExceededError(
+            "recursion_limit", sys.getrecursionlimit(), "the grammar nests expressions deeper than Python's "
+            "recursion limit allows; flatten it or raise sys.setrecursionlimit",
+        ) from e
     finally:
         _local.deadline = outer
 

@@ -403,6 +403,13 @@ def _size(e: Expr) -> int:
     return sum(1 for _ in walk(e))
 
 
+def _weight(e: Expr, weight: dict[str, int], inline: set[str]) -> int:
+    """The IR nodes of ``e`` once the rules it calls that are inlined are written out."""
+    if isinstance(e, Ref):
+        return weight.get(e.name, 1) if e.name in inline else 1
+    return sum(_weight(n, weight, inline) if isinstance(n, Ref) else 1 for n in walk(e))
+
+
 def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     graph = {n: {r.name for r in refs_of(b)} for n, b in rules.items()}
     recursive: set[str] = set()
@@ -413,10 +420,15 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     for b in rules.values():
         for r in refs_of(b):
             uses[r.name] += 1
-    inline = {
-        n for n in rules
-        if n != ROOT and n not in recursive and (uses[n] <= 1 or _size(rules[n]) <= _INLINE_MAX_NODES)
-    }
+    # decide callees first, by the size a rule has once what it calls is inlined too (a rule that
+    # calls a small rule twice, which calls one twice, ... must not double at every level)
+    inline: set[str] = set()
+    weight: dict[str, int] = {}
+    for comp in _sccs(graph):  # callees come before their callers
+        for n in comp:
+            weight[n] = _weight(rules[n], weight, inline)
+            if n != ROOT and n not in recursive and (uses[n] <= 1 or weight[n] <= _INLINE_MAX_NODES):
+                inline.add(n)
     done: dict[str, Expr] = {}
 
     def expand(name: str) -> Expr:

@@ -191,3 +191,19 @@ def test_compile_time_is_a_limit() -> None:
     with compile_budget(1e-6), pytest.raises(LimitExceededError):
         G(big, max_compile_seconds=None)
     assert G(big, max_compile_seconds=None).accepts("<x0x1>")
+
+
+def test_deep_nesting_and_exponential_inlining() -> None:
+    deep = lit("x")
+    for _ in range(3000):
+        deep = alt(lit(""), seq(chars([(97, 98)]), deep))
+    with pytest.raises(LimitExceededError, match="recursion_limit"):
+        G({"root": deep})
+    # each rule calls the one below twice: inlining them all would write 2^19 copies
+    rules: dict[str, Expr] = {"x0": lit("v")}
+    rules.update({f"x{i}": seq(lit("["), Ref(f"x{i - 1}"), star(seq(lit(","), Ref(f"x{i - 1}"))), lit("]"))
+                  for i in range(1, 20)})
+    rules["root"] = Ref("x19")
+    g = G(rules)
+    assert g.automaton.num_states < 1000
+    assert g.accepts("[" * 19 + "v,v" + "]" * 19) and not g.accepts("[" * 18 + "v" + "]" * 18)

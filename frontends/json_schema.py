@@ -36,7 +36,8 @@ How the schema becomes a grammar:
   ``prefixItems``/``minItems``/``maxItems``, ``$dynamicRef``/``$recursiveRef``, remote ``$ref``,
   regex back-references and lookarounds, string constraints whose combined automaton exceeds
   300 states, a ``$ref`` that applies itself in place (``{"allOf": [{"$ref": "#"}]}``), more
-  than 512 conjunctions.  (A ``$ref`` with sibling keywords met again inside its own
+  than 512 conjunctions, ``minProperties`` that two or more undeclared names must make up (a
+  repeated name would count twice; JSON parsers keep one member).  (A ``$ref`` with sibling keywords met again inside its own
   properties or items is a rule of its own, called recursively.)
 
 Departures from plain JSON Schema validation (all make the grammar *stricter*, never looser):

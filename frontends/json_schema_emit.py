@@ -529,6 +529,11 @@ def emit_object(c: _Compiler, m: Merged, depth: int) -> Expr:
             return False, NOTHING
         if extra == NOTHING or kmax == 0:
             return kmin == 0, NOTHING
+        if kmin >= 2:
+            # {"x": 1, "x": 2} would count twice, but a JSON parser keeps one member; distinct
+            # names cannot be counted by a grammar
+            c.unsupported("minProperties that needs two or more undeclared property names is not supported "
+                          "(a repeated name would count twice)", m.min_props_ptr)
         if n == 0:
             return kmin == 0, seq(extra, repeat(seq(sep, extra), max(kmin - 1, 0), None if kmax is None else kmax - 1))
         return kmin == 0, repeat(seq(sep, extra), max(kmin, 1), kmax)

@@ -107,6 +107,7 @@ class Merged:
     obj: list[ObjAtom] = field(default_factory=list)
     required: list[str] = field(default_factory=list)
     min_props: int = 0
+    min_props_ptr: str = ""  # pointer of the minProperties that set min_props
     max_props: int | None = None
     names: list[Loc] = field(default_factory=list)
     uneval_props: list[tuple[Loc, str, tuple[str, ...]]] = field(default_factory=list)
@@ -365,7 +366,9 @@ def _merge_objects(m: Merged, loc: Loc, strict: bool) -> None:
             if r not in m.required:
                 m.required.append(r)
     if "minProperties" in s:
-        m.min_props = max(m.min_props, _nonneg_int(s["minProperties"], loc.at("minProperties"), "minProperties"))
+        v = _nonneg_int(s["minProperties"], loc.at("minProperties"), "minProperties")
+        if v > m.min_props:
+            m.min_props, m.min_props_ptr = v, loc.at("minProperties")
     if "maxProperties" in s:
         v = _nonneg_int(s["maxProperties"], loc.at("maxProperties"), "maxProperties")
         m.max_props = v if m.max_props is None else min(m.max_props, v)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from pda.fsm import ThompsonNFA
 from pda.ir import (
     EPSILON, MAX_CODE_POINT, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq, alt, chars,
     repeat, seq, star,
@@ -61,82 +62,54 @@ EMPTY = DFA([], [])
 # ----------------------------------------------------------------------------- NFA
 
 
-class _NFA:
+class _NFA(ThompsonNFA):
+    """:class:`pda.fsm.ThompsonNFA` over code points: a literal is its characters, a class its ranges."""
+
     def __init__(self) -> None:
-        self.eps: list[list[int]] = []
-        self.edges: list[list[tuple[int, int, int]]] = []
+        super().__init__(20 * MAX_STATES)
 
-    def new(self) -> int:
-        self.eps.append([])
-        self.edges.append([])
-        if len(self.eps) > 20 * MAX_STATES:
-            raise FsmTooLarge("NFA too large")
-        return len(self.eps) - 1
+    def too_many(self) -> Exception:
+        return FsmTooLarge("NFA too large")
 
-    def build(self, e: Expr, s: int, t: int) -> None:
-        """Add paths from s to t spelling the language of ``e``."""
+    def leaf(self, e: Expr, s: int, t: int) -> None:
         if isinstance(e, Bytes):
             text = e.data.decode("utf-8")
             cur = s
             for i, ch in enumerate(text):
                 nxt = t if i == len(text) - 1 else self.new()
-                self.edges[cur].append((ord(ch), ord(ch), nxt))
+                self.edges.append((cur, ord(ch), ord(ch), nxt))
                 cur = nxt
-            if not text:
-                self.eps[s].append(t)
         elif isinstance(e, CharClass):
             for lo, hi in e.ranges:
-                self.edges[s].append((lo, hi, t))
+                self.edges.append((s, lo, hi, t))
         elif isinstance(e, ByteClass):
             for lo, hi in e.ranges:
                 if hi >= 0x80:
                     raise ValueError("raw byte classes above 0x7F have no character meaning")
-                self.edges[s].append((lo, hi, t))
-        elif isinstance(e, Seq):
-            cur = s
-            for i, it in enumerate(e.items):
-                nxt = t if i == len(e.items) - 1 else self.new()
-                self.build(it, cur, nxt)
-                cur = nxt
-        elif isinstance(e, Alt):
-            for it in e.items:
-                a, b = self.new(), self.new()
-                self.eps[s].append(a)
-                self.build(it, a, b)
-                self.eps[b].append(t)
-        elif isinstance(e, Repeat):
-            cur = s
-            for _ in range(e.min):
-                nxt = self.new()
-                self.build(e.expr, cur, nxt)
-                cur = nxt
-            if e.max is None:
-                a, b = self.new(), self.new()
-                self.eps[cur].append(a)
-                self.build(e.expr, a, b)
-                self.eps[b].append(a)
-                self.eps[a].append(t)
-            else:
-                for _ in range(e.max - e.min):
-                    nxt = self.new()
-                    self.eps[cur].append(t)
-                    self.build(e.expr, cur, nxt)
-                    cur = nxt
-            self.eps[cur].append(t)
-        elif isinstance(e, Ref):
-            raise ValueError(f"rule reference {e.name!r} in a regular expression")
+                self.edges.append((s, lo, hi, t))
         else:
-            raise TypeError(f"not an IR node: {e!r}")
+            raise ValueError(f"rule reference {e.name!r} in a regular expression")  # type: ignore[attr-defined]
 
-    def closure(self, states: Iterable[int]) -> frozenset[int]:
-        seen = set(states)
-        stack = list(seen)
-        while stack:
-            for n in self.eps[stack.pop()]:
-                if n not in seen:
-                    seen.add(n)
-                    stack.append(n)
-        return frozenset(seen)
+    def adjacency(self) -> tuple[list[list[int]], list[list[tuple[int, int, int]]]]:
+        """Per state: its epsilon successors, and its (lo, hi, to) edges."""
+        eps: list[list[int]] = [[] for _ in range(self.n)]
+        edges: list[list[tuple[int, int, int]]] = [[] for _ in range(self.n)]
+        for a, b in self.eps:
+            eps[a].append(b)
+        for a, lo, hi, b in self.edges:
+            edges[a].append((lo, hi, b))
+        return eps, edges
+
+
+def _closure(eps: list[list[int]], states: Iterable[int]) -> frozenset[int]:
+    seen = set(states)
+    stack = list(seen)
+    while stack:
+        for n in eps[stack.pop()]:
+            if n not in seen:
+                seen.add(n)
+                stack.append(n)
+    return frozenset(seen)
 
 
 def _split(edges: list[tuple[int, int, object]]) -> list[tuple[int, int, list[object]]]:
@@ -155,7 +128,8 @@ def from_expr(e: Expr) -> DFA:
     nfa = _NFA()
     s, t = nfa.new(), nfa.new()
     nfa.build(e, s, t)
-    start = nfa.closure([s])
+    eps, out_edges = nfa.adjacency()
+    start = _closure(eps, [s])
     index = {start: 0}
     sets = [start]
     trans: list[list[tuple[int, int, int]]] = []
@@ -165,10 +139,10 @@ def from_expr(e: Expr) -> DFA:
         cur = sets[i]
         i += 1
         accept.append(t in cur)
-        edges = [ed for n in cur for ed in nfa.edges[n]]
+        edges = [ed for n in cur for ed in out_edges[n]]
         row: list[tuple[int, int, int]] = []
         for lo, hi, targets in _split(edges):  # type: ignore[arg-type]
-            nxt = nfa.closure(targets)  # type: ignore[arg-type]
+            nxt = _closure(eps, targets)  # type: ignore[arg-type]
             j = index.get(nxt)
             if j is None:
                 j = index[nxt] = len(sets)
@@ -203,13 +177,7 @@ def trim(d: DFA) -> DFA:
     for s, row in enumerate(d.trans):
         for _, _, t in row:
             rev[t].append(s)
-    live = {s for s in range(n) if d.accept[s]}
-    stack = list(live)
-    while stack:
-        for p in rev[stack.pop()]:
-            if p not in live:
-                live.add(p)
-                stack.append(p)
+    live = _closure(rev, (s for s in range(n) if d.accept[s]))  # the states that reach acceptance
     if 0 not in live:
         return EMPTY
     order = [0]

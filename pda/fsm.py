@@ -18,7 +18,7 @@ from .errors import LimitExceededError
 from .limits import check_deadline
 from .ir import Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq
 
-__all__ = ["RuleDFA", "build_rule_dfa", "determinize", "utf8_sequences"]
+__all__ = ["RuleDFA", "ThompsonNFA", "build_rule_dfa", "determinize", "utf8_sequences"]
 
 _LENGTH_BOUNDS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
 
@@ -59,56 +59,34 @@ def _split_same_length(a: int, b: int, out: list[list[tuple[int, int]]]) -> None
     out.append(list(zip(_encode(a), _encode(b))))
 
 
-class _NFA:
-    """Thompson construction into flat edge lists: byte ranges, epsilon edges and calls."""
+class ThompsonNFA:
+    """Thompson construction into flat edge lists: ``eps`` (from, to) and ``edges`` (from, lo, hi,
+    to).  Sequences, choices and repeats are built here; a subclass says what a leaf (literal,
+    class, call) becomes over its alphabet, and what happens past ``max_states``."""
 
-    def __init__(self, rule_index: dict[str, int], max_states: int) -> None:
+    def __init__(self, max_states: int) -> None:
         self.n = 0
-        self.eps: list[tuple[int, int]] = []  # (from, to)
-        self.edges: list[tuple[int, int, int, int]] = []  # (from, lo, hi, to)
-        self.calls: list[tuple[int, int, int]] = []  # (from, rule, to)
-        self.rule_index = rule_index
+        self.eps: list[tuple[int, int]] = []
+        self.edges: list[tuple[int, int, int, int]] = []
         self.max_states = max_states
+
+    def too_many(self) -> Exception:
+        raise NotImplementedError
+
+    def leaf(self, e: Expr, s: int, t: int) -> None:
+        raise NotImplementedError
 
     def new(self) -> int:
         if self.n >= self.max_states:
-            raise LimitExceededError(
-                "max_states", self.max_states, "the grammar needs a larger automaton; raise max_states or "
-                "use smaller repetition counts",
-            )
+            raise self.too_many()
         self.n += 1
         if not self.n & 4095:
             check_deadline()
         return self.n - 1
 
     def build(self, e: Expr, s: int, t: int) -> None:
-        if isinstance(e, Bytes):
-            cur = s
-            for i, byte in enumerate(e.data):
-                nxt = t if i == len(e.data) - 1 else self.new()
-                self.edges.append((cur, byte, byte, nxt))
-                cur = nxt
-            if not e.data:
-                self.eps.append((s, t))
-        elif isinstance(e, ByteClass):
-            for lo, hi in e.ranges:
-                self.edges.append((s, lo, hi, t))
-        elif isinstance(e, CharClass):
-            # sequences that end alike share their tail states (a suffix trie into t)
-            tails: dict[tuple[tuple[int, int], ...], int] = {(): t}
-
-            def tail(rest: tuple[tuple[int, int], ...]) -> int:
-                got = tails.get(rest)
-                if got is None:
-                    got = tails[rest] = self.new()
-                    self.edges.append((got, rest[0][0], rest[0][1], tail(rest[1:])))
-                return got
-
-            for lo, hi in e.ranges:
-                for sequence in utf8_sequences(lo, hi):
-                    blo, bhi = sequence[0]
-                    self.edges.append((s, blo, bhi, tail(sequence[1:])))
-        elif isinstance(e, Seq):
+        """Add paths from ``s`` to ``t`` spelling the language of ``e``."""
+        if isinstance(e, Seq):
             cur = s
             for i, item in enumerate(e.items):
                 nxt = t if i == len(e.items) - 1 else self.new()
@@ -136,10 +114,56 @@ class _NFA:
                     self.build(e.expr, cur, nxt)
                     cur = nxt
                 self.eps.append((cur, t))
-        elif isinstance(e, Ref):
-            self.calls.append((s, self.rule_index[e.name], t))
+        elif isinstance(e, Bytes) and not e.data:
+            self.eps.append((s, t))
+        elif isinstance(e, (Bytes, CharClass, ByteClass, Ref)):
+            self.leaf(e, s, t)
         else:
             raise TypeError(f"not an IR node: {e!r}")
+
+
+class _NFA(ThompsonNFA):
+    """Over bytes: code points lowered to UTF-8, and calls of other rules."""
+
+    def __init__(self, rule_index: dict[str, int], max_states: int) -> None:
+        super().__init__(max_states)
+        self.calls: list[tuple[int, int, int]] = []  # (from, rule, to)
+        self.rule_index = rule_index
+
+    def too_many(self) -> Exception:
+        return LimitExceededError(
+            "max_states", self.max_states, "the grammar needs a larger automaton; raise max_states or "
+            "use smaller repetition counts",
+        )
+
+    def leaf(self, e: Expr, s: int, t: int) -> None:
+        if isinstance(e, Bytes):
+            cur = s
+            for i, byte in enumerate(e.data):
+                nxt = t if i == len(e.data) - 1 else self.new()
+                self.edges.append((cur, byte, byte, nxt))
+                cur = nxt
+        elif isinstance(e, ByteClass):
+            for lo, hi in e.ranges:
+                self.edges.append((s, lo, hi, t))
+        elif isinstance(e, CharClass):
+            # sequences that end alike share their tail states (a suffix trie into t)
+            tails: dict[tuple[tuple[int, int], ...], int] = {(): t}
+
+            def tail(rest: tuple[tuple[int, int], ...]) -> int:
+                got = tails.get(rest)
+                if got is None:
+                    got = tails[rest] = self.new()
+                    self.edges.append((got, rest[0][0], rest[0][1], tail(rest[1:])))
+                return got
+
+            for lo, hi in e.ranges:
+                for sequence in utf8_sequences(lo, hi):
+                    blo, bhi = sequence[0]
+                    self.edges.append((s, blo, bhi, tail(sequence[1:])))
+        else:
+            assert isinstance(e, Ref)
+            self.calls.append((s, self.rule_index[e.name], t))
 
 
 def _csr(n: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

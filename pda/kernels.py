@@ -197,10 +197,11 @@ def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rul
     # accepted by the start thread (it never leaves the state), with no walk
     loops = np.zeros(4, dtype=np.uint64)
     nloops = 0
-    for b in range(256):
-        if trans[start_state, byte_class[b]] == start_state:
-            loops[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-            nloops += 1
+    if full:
+        for b in range(256):
+            if trans[start_state, byte_class[b]] == start_state:
+                loops[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+                nloops += 1
     j = -1
     while True:
         j += 1

@@ -130,7 +130,8 @@ class TokenClasses:
                 self._compute([s], ws)
                 done += 1
             nxt = np.unique(aut.trans[s]).tolist()
-            nxt += [int(aut.rule_start[r]) for r, _ in aut.calls(s)] + [t for _, t in aut.calls(s)]
+            for r, t in aut.calls(s):
+                nxt += [int(aut.rule_start[r]), t]
             if aut.is_end[s]:
                 r = int(aut.state_rule[s])
                 nxt += rets[1][rets[0][r]:rets[0][r + 1]].tolist()

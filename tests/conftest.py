@@ -110,3 +110,16 @@ def small_bpe_tokenizer() -> Any:
     )
     hf.add_tokens(["<tool>"])  # an added token that is not special: literal text, id 400
     return hf
+
+
+@pytest.fixture(scope="module")
+def grammar_of() -> dict[str, Any]:
+    """The bundled grammars by file name, each built the first time a test asks for it."""
+    from pda import Grammar, grammars
+
+    class Lazy(dict):  # type: ignore[type-arg]
+        def __missing__(self, name: str) -> Grammar:
+            self[name] = Grammar.from_file(grammars.path(name))
+            return self[name]
+
+    return Lazy()

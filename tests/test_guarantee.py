@@ -45,18 +45,6 @@ def env(request: pytest.FixtureRequest) -> tuple[Any, TokenizerInfo, GrammarComp
     return hf, info, GrammarCompiler(info)
 
 
-@pytest.fixture(scope="module")
-def grammar_of() -> dict[str, Grammar]:
-    """Lazily built bundled grammars by file name."""
-
-    class Lazy(dict):
-        def __missing__(self, name: str) -> Grammar:
-            self[name] = Grammar.from_file(grammars.path(name))
-            return self[name]
-
-    return Lazy()
-
-
 def closer_bias(info: TokenizerInfo) -> torch.Tensor:
     """+1 on the tokens that close or end things (see :data:`CLOSERS`), 0 elsewhere."""
     bias = torch.zeros(info.vocab_size)

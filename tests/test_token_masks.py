@@ -39,6 +39,8 @@ import pytest
 from pda import ByteMatcher, Grammar, GrammarCompiler, GrammarMatcher, TokenizerInfo, VocabType, grammars
 from pda.compiler import CompiledGrammar
 
+from .core.util import utf8_viable
+
 FULL = os.environ.get("PDA_FULL_TESTS") == "1"
 
 GRAMMAR_FILES = [p.name for p in grammars.files()]  # every bundled grammar, json.lark included
@@ -63,18 +65,6 @@ def describe(ids: np.ndarray, token_bytes: list[bytes], limit: int = 8) -> str:
     """A few token ids with their bytes, for failure messages."""
     shown = ", ".join(f"{int(i)}:{token_bytes[int(i)]!r}" for i in ids[:limit])
     return f"[{shown}{', ...' if len(ids) > limit else ''}] ({len(ids)} tokens)"
-
-
-@pytest.fixture(scope="module")
-def grammar_of() -> dict[str, Grammar]:
-    """Lazily built bundled grammars by file name (each built once for the module)."""
-
-    class Lazy(dict):
-        def __missing__(self, name: str) -> Grammar:
-            self[name] = Grammar.from_file(grammars.path(name))
-            return self[name]
-
-    return Lazy()
 
 
 # ------------------------------------------------------------------------------ small vocabularies
@@ -511,18 +501,6 @@ def test_masks_equal_xgrammar_on_random_walks(tokenizer: str, name: str, walks: 
         pair.compare()
         assert grammar_of[name].is_prefix(pair.text), pair.text
     assert partial > 0, "no walk took a token that splits a UTF-8 character"
-
-
-def utf8_viable(data: bytes) -> bool:
-    """Whether ``data`` is the start of some valid UTF-8 text (Python's strict decoder decides: only
-    the second byte of a sequence has a narrower range than 80..BF, so these completions suffice)."""
-    for tail in [b""] + [bytes([b]) + b"\x80" * k for b in range(0x80, 0xC0) for k in range(3)]:
-        try:
-            (data + tail).decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        return True
-    return False
 
 
 def test_xgrammar_allows_encoded_surrogates(engines, grammar_of) -> None:

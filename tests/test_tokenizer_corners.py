@@ -24,6 +24,8 @@ import pytest
 from pda import Grammar, GrammarCompiler, GrammarMatcher, TokenizerInfo, allocate_token_bitmask, grammars
 from pda.errors import BitmaskError
 
+from .core.util import utf8_viable
+
 JSON = grammars.path("json").read_text(encoding="utf-8")
 XML = grammars.path("xml").read_text(encoding="utf-8")
 NULL_LIST = 'root ::= "[" ( "null" ( "," "null" )* )? "]"'  # JSON-like, with no whitespace anywhere
@@ -106,18 +108,6 @@ def test_tokens_that_cross_rule_boundaries(tokenizer: str, setups, json_grammar:
 
 
 # ------------------------------------------------------------------------- partial UTF-8
-
-
-def utf8_viable(data: bytes) -> bool:
-    """Whether ``data`` starts some valid UTF-8 text (only a sequence's second byte is narrower than
-    80..BF, so these completions are enough for Python's strict decoder to decide)."""
-    for tail in [b""] + [bytes([b]) + b"\x80" * k for b in range(0x80, 0xC0) for k in range(3)]:
-        try:
-            (data + tail).decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        return True
-    return False
 
 
 def not_utf8(data: bytes) -> bool:

@@ -19,7 +19,7 @@ from . import json_schema_fsm as fsm
 from .json_formats import FORMATS, KNOWN_UNSUPPORTED, format_expr
 from .json_numbers import number_expr, value_spellings
 from .json_schema_merge import Loc, Merged, json_equal, merge, to_decimal
-from .json_schema_values import unevaluated
+from .json_schema_values import member_locs
 from .json_schema_strings import ANY_CHAR, dfa_to_json, spelled_except, quoted, spell, spell_expr, string_literal
 
 if TYPE_CHECKING:
@@ -705,17 +705,7 @@ def _extra_members(c: _Compiler, m: Merged, declared: list[str], names_dfa: fsm.
             regions = regions[:MAX_KEY_REGIONS]
     parts = []
     for keys, bits in regions:
-        locs = []
-        evaluators = []
-        for i, a in enumerate(m.obj):
-            hits = [loc for (p, loc, j), on in zip(patterns, bits) if on and j == i]
-            if hits:
-                locs += hits
-                evaluators.append(a.scope)
-            elif a.additional is not None:
-                locs.append(a.additional)
-                evaluators.append(a.scope)
-        locs += unevaluated(m.uneval_props, evaluators)
+        locs = member_locs(m, lambda i: [loc for (_, loc, j), on in zip(patterns, bits) if on and j == i])
         value = c.compile(locs, depth + 1)
         if value == NOTHING:
             continue

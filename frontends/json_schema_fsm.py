@@ -112,6 +112,17 @@ def _closure(eps: list[list[int]], states: Iterable[int]) -> frozenset[int]:
     return frozenset(seen)
 
 
+def _number(index: dict, states: list, key: object, what: str) -> int:  # type: ignore[type-arg]
+    """The number of state ``key``, a new one (appended to ``states``) the first time."""
+    got = index.get(key)
+    if got is None:
+        got = index[key] = len(states)
+        states.append(key)
+        if len(states) > MAX_STATES:
+            raise FsmTooLarge(f"{what} too large")
+    return got
+
+
 def _split(edges: list[tuple[int, int, object]]) -> list[tuple[int, int, list[object]]]:
     """Disjoint elementary intervals of overlapping (lo, hi, x) edges, with the x's covering each."""
     points = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
@@ -142,14 +153,7 @@ def from_expr(e: Expr) -> DFA:
         edges = [ed for n in cur for ed in out_edges[n]]
         row: list[tuple[int, int, int]] = []
         for lo, hi, targets in _split(edges):  # type: ignore[arg-type]
-            nxt = _closure(eps, targets)  # type: ignore[arg-type]
-            j = index.get(nxt)
-            if j is None:
-                j = index[nxt] = len(sets)
-                sets.append(nxt)
-                if len(sets) > MAX_STATES:
-                    raise FsmTooLarge("DFA too large")
-            row.append((lo, hi, j))
+            row.append((lo, hi, _number(index, sets, _closure(eps, targets), "DFA")))  # type: ignore[arg-type]
         trans.append(_merge_row(row))
     return minimize(DFA(trans, accept))
 
@@ -266,14 +270,7 @@ def _product(a: DFA, b: DFA, mode: str) -> DFA:
             lo = max(ra[i][0], rb[j][0])
             hi = min(ra[i][1], rb[j][1])
             if lo <= hi:
-                key = (ra[i][2], rb[j][2])
-                t = index.get(key)
-                if t is None:
-                    t = index[key] = len(pairs)
-                    pairs.append(key)
-                    if len(pairs) > MAX_STATES:
-                        raise FsmTooLarge("product automaton too large")
-                row.append((lo, hi, t))
+                row.append((lo, hi, _number(index, pairs, (ra[i][2], rb[j][2]), "product automaton")))
             if ra[i][1] < rb[j][1]:
                 i += 1
             else:

@@ -272,13 +272,20 @@ def _merge_numbers(m: Merged, loc: Loc) -> None:
             m.multiple_ptr = loc.at("multipleOf")
 
 
+def _tighten(loc: Loc, lo_kw: str, hi_kw: str, lo: int, hi: int | None) -> tuple[int, int | None]:
+    """``(lo, hi)`` narrowed by the schema's ``lo_kw``/``hi_kw`` bounds (non-negative integers)."""
+    s = loc.schema
+    if lo_kw in s:
+        lo = max(lo, _nonneg_int(s[lo_kw], loc.at(lo_kw), lo_kw))
+    if hi_kw in s:
+        v = _nonneg_int(s[hi_kw], loc.at(hi_kw), hi_kw)
+        hi = v if hi is None else min(hi, v)
+    return lo, hi
+
+
 def _merge_strings(m: Merged, loc: Loc) -> None:
     s = loc.schema
-    if "minLength" in s:
-        m.min_len = max(m.min_len, _nonneg_int(s["minLength"], loc.at("minLength"), "minLength"))
-    if "maxLength" in s:
-        v = _nonneg_int(s["maxLength"], loc.at("maxLength"), "maxLength")
-        m.max_len = v if m.max_len is None else min(m.max_len, v)
+    m.min_len, m.max_len = _tighten(loc, "minLength", "maxLength", m.min_len, m.max_len)
     if "pattern" in s:
         if not isinstance(s["pattern"], str):
             raise SchemaError(f"'pattern' must be a string, not {s['pattern']!r}", pointer=loc.at("pattern"))
@@ -321,11 +328,7 @@ def _merge_arrays(m: Merged, loc: Loc, strict: bool) -> None:
         rest = _false(loc, "items")
     if prefix or rest is not None:
         m.arr.append(ArrAtom(prefix, rest, loc.ptr, loc.parents + (loc.ptr,)))
-    if "minItems" in s:
-        m.min_items = max(m.min_items, _nonneg_int(s["minItems"], loc.at("minItems"), "minItems"))
-    if "maxItems" in s:
-        v = _nonneg_int(s["maxItems"], loc.at("maxItems"), "maxItems")
-        m.max_items = v if m.max_items is None else min(m.max_items, v)
+    m.min_items, m.max_items = _tighten(loc, "minItems", "maxItems", m.min_items, m.max_items)
     if "contains" in s:
         lo = _nonneg_int(s.get("minContains", 1), loc.at("minContains"), "minContains")
         hi = s.get("maxContains")
@@ -365,13 +368,9 @@ def _merge_objects(m: Merged, loc: Loc, strict: bool) -> None:
         for r in req:
             if r not in m.required:
                 m.required.append(r)
-    if "minProperties" in s:
-        v = _nonneg_int(s["minProperties"], loc.at("minProperties"), "minProperties")
-        if v > m.min_props:
-            m.min_props, m.min_props_ptr = v, loc.at("minProperties")
-    if "maxProperties" in s:
-        v = _nonneg_int(s["maxProperties"], loc.at("maxProperties"), "maxProperties")
-        m.max_props = v if m.max_props is None else min(m.max_props, v)
+    lo, m.max_props = _tighten(loc, "minProperties", "maxProperties", m.min_props, m.max_props)
+    if lo > m.min_props:
+        m.min_props, m.min_props_ptr = lo, loc.at("minProperties")
     if "propertyNames" in s:
         m.names.append(_schema_at(loc, "propertyNames"))
     if "unevaluatedProperties" in s:

@@ -15,7 +15,7 @@ Two jobs need the schema's meaning on concrete values rather than on texts:
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from pda.errors import SchemaError
 
@@ -46,6 +46,24 @@ def json_type(v: Any) -> str:
     if isinstance(v, dict):
         return "object"
     raise SchemaError(f"{v!r} is not a JSON value")
+
+
+def member_locs(m: Merged, hits: Callable[[int], list[Loc]]) -> list[Loc]:
+    """The schemas a member's value must satisfy, given the ones that name it in each object
+    schema of ``m`` (``hits(i)``: matching ``properties``/``patternProperties`` of ``m.obj[i]``):
+    those, or that schema's ``additionalProperties`` when none names it, then the
+    ``unevaluatedProperties`` of the schemas that evaluated none."""
+    locs: list[Loc] = []
+    evaluators = []
+    for i, a in enumerate(m.obj):
+        got = hits(i)
+        if got:
+            locs += got
+            evaluators.append(a.scope)
+        elif a.additional is not None:
+            locs.append(a.additional)
+            evaluators.append(a.scope)
+    return locs + unevaluated(m.uneval_props, evaluators)
 
 
 def unevaluated(owners: list[tuple[Loc, str, tuple[str, ...]]], evaluators: list[tuple[str, ...]]) -> list[Loc]:
@@ -103,19 +121,13 @@ class ValueChecker:
 
     def value_locs(self, m: Merged, key: str) -> list[Loc]:
         """The schemas the value of property ``key`` must satisfy in an object of ``m``."""
-        locs: list[Loc] = []
-        evaluators = []
-        for a in m.obj:
-            hits = [loc for p, loc in a.patterns if self.pattern_matches(p, loc.ptr, key)]
-            if key in a.props:
-                hits.insert(0, a.props[key])
-            if hits:
-                locs += hits
-                evaluators.append(a.scope)
-            elif a.additional is not None:
-                locs.append(a.additional)
-                evaluators.append(a.scope)
-        return locs + unevaluated(m.uneval_props, evaluators)
+
+        def hits(i: int) -> list[Loc]:
+            a = m.obj[i]
+            got = [loc for p, loc in a.patterns if self.pattern_matches(p, loc.ptr, key)]
+            return ([a.props[key]] if key in a.props else []) + got
+
+        return member_locs(m, hits)
 
     def item_locs(self, m: Merged, i: int | None) -> list[Loc]:
         """The schemas item ``i`` of an array of ``m`` must satisfy (None: every item after the

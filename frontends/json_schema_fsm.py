@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from pda.fsm import ThompsonNFA
+from pda.limits import check_deadline
 from pda.ir import (
     EPSILON, MAX_CODE_POINT, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq, alt, chars,
     repeat, seq, star,
@@ -113,13 +114,15 @@ def _closure(eps: list[list[int]], states: Iterable[int]) -> frozenset[int]:
 
 
 def _number(index: dict, states: list, key: object, what: str) -> int:  # type: ignore[type-arg]
-    """The number of state ``key``, a new one (appended to ``states``) the first time."""
+    """The number of state ``key``, a new one (appended to ``states``) the first time; the compile
+    budget (:func:`pda.limits.check_deadline`) is checked at each new state."""
     got = index.get(key)
     if got is None:
         got = index[key] = len(states)
         states.append(key)
         if len(states) > MAX_STATES:
             raise FsmTooLarge(f"{what} too large")
+        check_deadline()
     return got
 
 

@@ -445,3 +445,13 @@ def test_floating_required_with_heavy_values_keep_their_order() -> None:
         assert not oracle.is_valid(bad) and not g.accepts(json.dumps(bad))
     light = _grammar({"type": "object", "required": ["a", "b", "c"], "additionalProperties": {"type": "integer"}})
     assert light.accepts('{"c": 1, "a": 2, "b": 3}')  # light values: any order
+
+
+def test_compile_budget_covers_the_frontend() -> None:
+    from pda import LimitExceededError
+    from pda.limits import compile_budget
+
+    schema = {"type": "string", "pattern": "^[a-z]*x[a-z]{3}$", "maxLength": 30}  # a product automaton
+    json_schema_to_ir(schema)  # fine without a budget
+    with compile_budget(1e-9), pytest.raises(LimitExceededError, match="max_compile_seconds"):
+        json_schema_to_ir(schema)

@@ -16,7 +16,16 @@ The steps, in order:
    by ``N·R*``, the least solution of the same equation.
 5. **Inlining**: rules that are not recursive are inlined into their callers, so regular parts
    collapse into the callers' automata; recursive rules stay as pushdown calls.
-6. **Long counted repeats** (``x{0,1024}``, as ``maxLength: 1024`` gives) would unroll into a
+6. **Shared pieces**: a piece of a rule body that occurs more than once over all rules (after
+   inlining) and would make :data:`SHARE_MIN_STATES` or more automaton states becomes a rule of
+   its own, called from every place it occurred (``$shared0``, ...).  Frontends write the same
+   lexical pieces again and again (every string value of a JSON Schema is a copy of one string
+   automaton; a Lark grammar's terminals are written out at every use); as calls, each piece is
+   one set of states, classified once over the vocabulary and shared by every context, and the
+   automaton grows with the distinct pieces rather than with their uses.  A nullable piece ``p``
+   becomes the rule ``p`` minus the empty string, called optionally.  Single-byte runs
+   (``[ \t\n]{0,16}``) are left inline: a call per whitespace run costs more than it shares.
+7. **Long counted repeats** (``x{0,1024}``, as ``maxLength: 1024`` gives) would unroll into a
    chain of that many copies of ``x`` in a DFA.  When the copies would pass
    :data:`REPEAT_SPLIT_SIZE` automaton nodes, a repeat of a regular ``x`` is written over blocks of
    ``K ≈ √n`` items that are rules of their own (``B = x{K}``): ``x{0,n}`` becomes
@@ -46,6 +55,8 @@ ROOT = "$root"
 _INLINE_MAX_NODES = 200
 # A counted repeat whose unrolled copies would have more IR nodes than this is split into blocks.
 REPEAT_SPLIT_SIZE = 16384
+# A piece occurring more than once whose automaton would have this many states becomes a shared rule.
+SHARE_MIN_STATES = 12
 
 
 @dataclass
@@ -64,6 +75,8 @@ def normalize(ir: GrammarIR) -> NormalGrammar:
     rules = _eliminate_left_recursion(rules)
     check_deadline()
     rules = _inline(rules)
+    check_deadline()
+    rules = _share_repeated(rules)
     check_deadline()
     rules = _split_long_repeats(rules)
     return NormalGrammar(rules, ir)
@@ -449,7 +462,108 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     return {n: b for n, b in out.items() if n in used}
 
 
-# ----------------------------------------------------------------------------- 6. long counted repeats
+# ----------------------------------------------------------------------------- 6. shared pieces
+
+
+def _share_repeated(rules: dict[str, Expr]) -> dict[str, Expr]:
+    """Turn pieces that occur more than once into shared rules (see the module docstring).
+
+    Pieces are chosen top-down: a chosen piece's own body is looked at once, as a rule, so a piece
+    nested in a repeated piece is shared only when it also occurs elsewhere.  Counting and choosing
+    run a few rounds, and a choice that ends up used once is written back inline."""
+    states: dict[int, int] = {}
+
+    def size(e: Expr) -> int:  # an estimate of the automaton states of e, memoised per node
+        k = id(e)
+        got = states.get(k)
+        if got is None:
+            if isinstance(e, Bytes):
+                got = len(e.data)
+            elif isinstance(e, (Seq, Alt)):
+                got = sum(size(i) for i in e.items)
+            elif isinstance(e, Repeat):
+                got = size(e.expr) * max(e.max if e.max is not None else e.min, 1)
+            else:
+                got = 1
+            states[k] = got
+        return got
+
+    def candidate(e: Expr) -> bool:
+        if not isinstance(e, (Seq, Alt, Repeat)) or size(e) < SHARE_MIN_STATES:
+            return False
+        if isinstance(e, Repeat) and (isinstance(e.expr, (CharClass, ByteClass))
+                                      or isinstance(e.expr, Bytes) and len(e.expr.data) == 1):
+            return False
+        return True
+
+    chosen: dict[Expr, str] = {}
+
+    def count_visible() -> dict[Expr, int]:
+        counts: dict[Expr, int] = {}
+        bodies = list(rules.values()) + list(chosen)
+        stack: list[tuple[Expr, bool]] = [(b, True) for b in bodies]
+        while stack:
+            e, is_body = stack.pop()
+            if not is_body and e in chosen:
+                counts[e] = counts.get(e, 0) + 1
+                continue
+            if isinstance(e, (Seq, Alt, Repeat)):
+                if not is_body:
+                    counts[e] = counts.get(e, 0) + 1
+                kids = e.items if isinstance(e, (Seq, Alt)) else (e.expr,)
+                stack.extend((k, False) for k in kids)
+        return counts
+
+    for _ in range(3):
+        check_deadline()
+        counts = count_visible()
+        new = False
+        stack = [k for b in list(rules.values()) + list(chosen)
+                 for k in (b.items if isinstance(b, (Seq, Alt)) else (b.expr,) if isinstance(b, Repeat) else ())]
+        while stack:
+            e = stack.pop()
+            if e in chosen:
+                continue
+            if counts.get(e, 0) >= 2 and candidate(e):
+                chosen[e] = f"$shared{len(chosen)}"
+                new = True
+                continue
+            if isinstance(e, (Seq, Alt)):
+                stack.extend(e.items)
+            elif isinstance(e, Repeat):
+                stack.append(e.expr)
+        if not new:
+            break
+    if not chosen:
+        return rules
+    counts = count_visible()
+    chosen = {e: n for e, n in chosen.items() if counts.get(e, 0) >= 2}
+
+    done: dict[int, Expr] = {}
+
+    def rewrite(e: Expr, is_body: bool = False) -> Expr:
+        if not is_body and e in chosen:
+            return opt(Ref(chosen[e])) if _nullable(e, set()) else Ref(chosen[e])
+        got = done.get(id(e))
+        if got is None:
+            if isinstance(e, Seq):
+                got = seq(*(rewrite(i) for i in e.items))
+            elif isinstance(e, Alt):
+                got = alt(*(rewrite(i) for i in e.items))
+            elif isinstance(e, Repeat):
+                got = repeat(rewrite(e.expr), e.min, e.max)
+            else:
+                got = e
+            done[id(e)] = got
+        return got
+
+    out = {n: rewrite(b, True) for n, b in rules.items()}
+    for e, name in chosen.items():
+        out[name] = _nonempty(rewrite(e, True))
+    return out
+
+
+# ----------------------------------------------------------------------------- 7. long counted repeats
 
 
 def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:

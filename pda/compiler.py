@@ -13,7 +13,7 @@ from pda.cache.compile_cache import DEFAULT_MAX_BYTES, CompileCache
 from .automaton import DEFAULT_MAX_STATES
 from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
-from .precompute import TokenClasses, kernel_args, max_token_length, precompute_classes, return_sites
+from .precompute import TokenClasses, max_token_length, precompute_classes
 from .stack import DEFAULT_MAX_STACK_DEPTH
 from .tokenizer import TokenizerInfo
 
@@ -32,7 +32,7 @@ class CompiledGrammar:
         self.classes = classes
         self.compile_seconds = seconds
         self.trie = tokenizer_info.trie
-        self.kernel_args = kernel_args(grammar.automaton, return_sites(grammar.automaton))
+        self.kernel = classes.kernel
         self.max_token_length = max_token_length(self.trie)
 
     @property

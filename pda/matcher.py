@@ -456,9 +456,7 @@ class GrammarMatcher:
         if self._ws is None:
             self._ws = make_workspace(comp.max_token_length)
         for path in paths or ():
-            trie = comp.trie
-            walk_tokens(*comp.kernel_args, trie.data, trie.offsets, trie.lcp, trie.skip, trie.bytesets, unc, s, path,
-                        False, out, self._ws)
+            walk_tokens(comp.kernel, comp.trie, unc, s, path, False, out, self._ws)
             ok |= out == TOKEN_ACCEPTED
             if (out == TOKEN_OVERFLOW).any():
                 fallback = True

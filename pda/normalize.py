@@ -48,7 +48,7 @@ from .ir import (
     refs_of, repeat, seq, star, walk,
 )
 
-__all__ = ["NormalGrammar", "normalize", "ROOT"]
+__all__ = ["NormalGrammar", "normalize", "ROOT", "SHARED_PREFIX"]
 
 ROOT = "$root"
 # Inline a non-recursive rule into its callers when it is called once, or when its body is small.
@@ -57,6 +57,7 @@ _INLINE_MAX_NODES = 200
 REPEAT_SPLIT_SIZE = 16384
 # A piece occurring more than once whose automaton would have this many states becomes a shared rule.
 SHARE_MIN_STATES = 12
+SHARED_PREFIX = "$shared"  # names of the shared rules: $shared0, $shared1, ...
 
 
 @dataclass
@@ -194,29 +195,34 @@ def _subst_dead(e: Expr, prod: set[str]) -> Expr:
     return _map_refs(e, lambda r: r if r.name in prod else NOTHING)
 
 
+def _rebuild(e: Expr, leaf, memo: dict[int, Expr]) -> Expr:  # type: ignore[no-untyped-def]
+    """``e`` rebuilt through the smart constructors with ``leaf`` applied to every leaf; a subtree
+    shared by several parents (frontends share them a lot) is rebuilt once (``memo``, by id)."""
+    got = memo.get(id(e))
+    if got is None:
+        if isinstance(e, Seq):
+            got = seq(*(_rebuild(i, leaf, memo) for i in e.items))
+        elif isinstance(e, Alt):
+            got = alt(*(_rebuild(i, leaf, memo) for i in e.items))
+        elif isinstance(e, Repeat):
+            got = repeat(_rebuild(e.expr, leaf, memo), e.min, e.max)
+        else:
+            got = leaf(e)
+        memo[id(e)] = got
+    return got
+
+
 def _map_refs(e: Expr, fn) -> Expr:  # type: ignore[no-untyped-def]
-    if isinstance(e, Ref):
-        return fn(e)
-    if isinstance(e, Seq):
-        return seq(*(_map_refs(i, fn) for i in e.items))
-    if isinstance(e, Alt):
-        return alt(*(_map_refs(i, fn) for i in e.items))
-    if isinstance(e, Repeat):
-        return repeat(_map_refs(e.expr, fn), e.min, e.max)
-    return e
+    return _rebuild(e, lambda x: fn(x) if isinstance(x, Ref) else x, {})
+
+
+def _simplify_leaf(e: Expr) -> Expr:
+    return NOTHING if isinstance(e, CharClass) and not _has_scalar(e) else e
 
 
 def _simplify(e: Expr) -> Expr:
     """Rebuild through the smart constructors (drops NOTHING branches, merges literals)."""
-    if isinstance(e, Seq):
-        return seq(*(_simplify(i) for i in e.items))
-    if isinstance(e, Alt):
-        return alt(*(_simplify(i) for i in e.items))
-    if isinstance(e, Repeat):
-        return repeat(_simplify(e.expr), e.min, e.max)
-    if isinstance(e, CharClass) and not _has_scalar(e):
-        return NOTHING
-    return e
+    return _rebuild(e, _simplify_leaf, {})
 
 
 # ----------------------------------------------------------------------------- 3. empty strings
@@ -264,18 +270,26 @@ def _nonempty(e: Expr) -> Expr:
     raise TypeError(f"not an IR node: {e!r}")
 
 
-def _denull_repeats(e: Expr) -> Expr:
+def _denull_repeats(e: Expr, memo: dict[int, Expr] | None = None) -> Expr:
     """Rewrite ``a{m,n}`` with nullable ``a`` as ``(a minus empty){0,n}``: same language, less ambiguity."""
+    memo = {} if memo is None else memo
+    got = memo.get(id(e))
+    if got is not None:
+        return got
     if isinstance(e, Seq):
-        return seq(*(_denull_repeats(i) for i in e.items))
-    if isinstance(e, Alt):
-        return alt(*(_denull_repeats(i) for i in e.items))
-    if isinstance(e, Repeat):
-        inner = _denull_repeats(e.expr)
+        got = seq(*(_denull_repeats(i, memo) for i in e.items))
+    elif isinstance(e, Alt):
+        got = alt(*(_denull_repeats(i, memo) for i in e.items))
+    elif isinstance(e, Repeat):
+        inner = _denull_repeats(e.expr, memo)
         if _nullable(inner, set()):
-            return repeat(_nonempty(inner), 0, e.max)
-        return repeat(inner, e.min, e.max)
-    return e
+            got = repeat(_nonempty(inner), 0, e.max)
+        else:
+            got = repeat(inner, e.min, e.max)
+    else:
+        got = e
+    memo[id(e)] = got
+    return got
 
 
 def _remove_empty(rules: dict[str, Expr], start: str) -> dict[str, Expr]:
@@ -468,9 +482,9 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
 def _share_repeated(rules: dict[str, Expr]) -> dict[str, Expr]:
     """Turn pieces that occur more than once into shared rules (see the module docstring).
 
-    Pieces are chosen top-down: a chosen piece's own body is looked at once, as a rule, so a piece
-    nested in a repeated piece is shared only when it also occurs elsewhere.  Counting and choosing
-    run a few rounds, and a choice that ends up used once is written back inline."""
+    Pieces are chosen top-down, and neither a chosen piece's body nor the body of a repetition is
+    searched for smaller ones: a call there (an escape sequence inside a string) would cost a stack
+    push at every round.  A choice that ends up used once is written back inline."""
     states: dict[int, int] = {}
 
     def size(e: Expr) -> int:  # an estimate of the automaton states of e, memoised per node
@@ -514,26 +528,20 @@ def _share_repeated(rules: dict[str, Expr]) -> dict[str, Expr]:
                 stack.extend((k, False) for k in kids)
         return counts
 
-    for _ in range(3):
-        check_deadline()
-        counts = count_visible()
-        new = False
-        stack = [k for b in list(rules.values()) + list(chosen)
-                 for k in (b.items if isinstance(b, (Seq, Alt)) else (b.expr,) if isinstance(b, Repeat) else ())]
-        while stack:
-            e = stack.pop()
-            if e in chosen:
-                continue
-            if counts.get(e, 0) >= 2 and candidate(e):
-                chosen[e] = f"$shared{len(chosen)}"
-                new = True
-                continue
-            if isinstance(e, (Seq, Alt)):
-                stack.extend(e.items)
-            elif isinstance(e, Repeat):
-                stack.append(e.expr)
-        if not new:
-            break
+    counts = count_visible()
+    stack = [k for b in rules.values()
+             for k in (b.items if isinstance(b, (Seq, Alt)) else (b.expr,) if isinstance(b, Repeat) else ())]
+    while stack:
+        e = stack.pop()
+        if e in chosen:
+            continue
+        if counts.get(e, 0) >= 2 and candidate(e):
+            chosen[e] = f"{SHARED_PREFIX}{len(chosen)}"
+            continue
+        if isinstance(e, (Seq, Alt)):
+            stack.extend(e.items)
+        elif isinstance(e, Repeat) and e.max is not None and e.max <= 1:
+            stack.append(e.expr)  # a call inside a loop would push at every round: not below one
     if not chosen:
         return rules
     counts = count_visible()
@@ -559,7 +567,7 @@ def _share_repeated(rules: dict[str, Expr]) -> dict[str, Expr]:
 
     out = {n: rewrite(b, True) for n, b in rules.items()}
     for e, name in chosen.items():
-        out[name] = _nonempty(rewrite(e, True))
+        out[name] = _nonempty(e)  # pieces inside a piece stay inline (see above)
     return out
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import xxhash
 
 from pda.errors import TokenizerError
+from pda.cache.compile_cache import CompileCache
 from pda.kernels import token_bytesets
 
 __all__ = ["VocabType", "TokenTrie", "TokenizerInfo", "byte_level_alphabet"]
@@ -82,6 +83,7 @@ def byte_level_alphabet() -> list[str]:
 
 
 _ALPHABET = byte_level_alphabet()
+CLASS_CACHE_MAX_BYTES = 512 << 20  # token classes shared across grammars, per tokenizer
 # str.translate table: alphabet character -> the latin-1 character of its byte; characters of
 # 0..255 that are not in the alphabet go to a code point latin-1 cannot encode, so that the fast
 # path fails for them and the per-character fallback decides.
@@ -376,6 +378,12 @@ class TokenizerInfo:
         h.update(b"|")
         h.update(np.asarray(self._stops, dtype="<i4").tobytes())
         return h.hexdigest()
+
+    @cached_property
+    def class_cache(self) -> CompileCache[Any]:
+        """Token classes of grammar regions keyed by their fingerprint, shared by every grammar
+        compiled for this tokenizer (see :mod:`pda.precompute`); thread-safe, bounded in bytes."""
+        return CompileCache(CLASS_CACHE_MAX_BYTES)
 
     @cached_property
     def trie(self) -> TokenTrie:

@@ -63,8 +63,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -110,13 +109,14 @@ class MaskCache:
         self._lock = threading.Lock()
         self._alloc(self._initial_rows)
         self.device = self._pool.device  # with its index ("cuda" -> "cuda:0")
+        self._on_cpu = self.device.type == "cpu"
 
     # ---- pool ------------------------------------------------------------------------------
 
     def _alloc(self, rows: int) -> None:
         """A fresh, empty pool of ``rows`` rows (under the lock, or from ``__init__``)."""
         self._pool = torch.zeros((rows, self.words), dtype=torch.int32, device=self.device)
-        self._host: np.ndarray | None = self._pool.numpy() if self.device.type == "cpu" else None
+        self._host: np.ndarray | None = self._pool.numpy() if self._pool.device.type == "cpu" else None
         self._lru: OrderedDict[Hashable, int] = OrderedDict()
         self._free: list[int] = list(range(rows - 1, -1, -1))  # pop() hands out low slots first
         self._pins = [0] * rows
@@ -169,11 +169,10 @@ class MaskCache:
         """Copy host rows into pool slots (under the lock): one transfer for all of them."""
         if not slots:
             return
-        if self._host is not None:
-            if len(slots) == 1:
-                self._host[slots[0]] = rows[0]
-            else:
-                self._host[slots] = np.stack(rows)
+        host = self._host
+        if host is not None:  # row by row: no stacked temporary
+            for slot, row in zip(slots, rows):
+                host[slot] = row
             return
         src = torch.from_numpy(np.stack(rows)).to(self.device)
         index = torch.tensor(slots, dtype=torch.long, device=self.device)
@@ -272,14 +271,9 @@ class MaskCache:
         with self._lock:
             return self._put_many(keys, rows, None)
 
-    @contextmanager
-    def pinned(self) -> Iterator[PinnedBatch]:
-        """A batch whose ``get_many``/``put_many`` slots stay pinned until the block ends."""
-        batch = PinnedBatch(self)
-        try:
-            yield batch
-        finally:
-            batch.release()
+    def pinned(self) -> PinnedBatch:
+        """A batch, used as ``with cache.pinned() as batch:``, whose slots stay pinned until the block ends."""
+        return PinnedBatch(self)
 
     def _unpin(self, slots: list[int]) -> None:
         with self._lock:
@@ -308,17 +302,17 @@ class MaskCache:
     ) -> None:
         """Write the pool's rows ``slots`` into ``out[rows]`` (``out[:len(slots)]`` when rows is None).
 
-        ``out`` is an ``int32[batch, words]`` bitmask: a torch tensor on the pool's device (one
-        ``index_select``, plus one ``index_copy_`` when ``rows`` is given), or, for a CPU pool, a
-        numpy array (one ``np.take``, or a fancy-index assignment).  Roughly::
+        ``out`` is an ``int32[batch, words]`` bitmask, a torch tensor on the pool's device or a
+        numpy array.  The rows move in one index operation: on CUDA one ``index_select`` (plus one
+        ``index_copy_`` when ``rows`` is given; into a numpy ``out``, one device-to-host copy of
+        the batch's rows); on CPU one ``np.take`` over the pool's numpy view (into a CPU tensor's
+        view too).  Roughly::
 
             for i, s in enumerate(slots):
                 out[rows[i] if rows is not None else i] = pool[s]
 
         Slot indices in a CUDA tensor are not range-checked (the others are).
         """
-        pool = self._pool
-        cap = pool.shape[0]
         n = len(slots)
         if rows is not None and len(rows) != n:
             raise BitmaskError(f"MaskCache.gather: {n} slots but {len(rows)} rows")
@@ -328,42 +322,43 @@ class MaskCache:
             )
         if n > out.shape[0]:
             raise BitmaskError(f"MaskCache.gather: {n} slots but out has {out.shape[0]} rows")
-        if n:
-            _check_slots(slots, cap)
         if isinstance(out, np.ndarray):
-            self._gather_numpy(pool, slots, out, rows)
-            return
-        if out.dtype != torch.int32 or out.device != pool.device:
+            if out.dtype != np.int32:
+                raise BitmaskError(f"MaskCache.gather: out must be int32, got {out.dtype}")
+            dst: np.ndarray | None = out
+        elif out.dtype != torch.int32 or out.device != self.device:
             raise BitmaskError(
-                f"MaskCache.gather: out must be int32 on {pool.device}, got {out.dtype} on {out.device}"
+                f"MaskCache.gather: out must be int32 on {self.device}, got {out.dtype} on {out.device}"
             )
-        index = torch.as_tensor(slots, dtype=torch.long).to(pool.device, non_blocking=True)
-        if rows is None:
-            dst = out[:n]
-            if dst.is_contiguous():
-                torch.index_select(pool, 0, index, out=dst)
-            else:
-                dst.copy_(pool.index_select(0, index))
-            return
-        dst_index = torch.as_tensor(rows, dtype=torch.long).to(pool.device, non_blocking=True)
-        out.index_copy_(0, dst_index, pool.index_select(0, index))
-
-    def _gather_numpy(
-        self, pool: torch.Tensor, slots: Sequence[int] | torch.Tensor, out: np.ndarray, rows: Any
-    ) -> None:
-        if out.dtype != np.int32:
-            raise BitmaskError(f"MaskCache.gather: out must be int32, got {out.dtype}")
-        if isinstance(slots, torch.Tensor):
-            slots = slots.cpu().numpy()
-        if pool.device.type == "cpu":
-            src = pool.numpy()
-        else:  # a CUDA pool read into host memory: one device-to-host copy of the batch's rows
-            src = pool.index_select(0, torch.as_tensor(slots, dtype=torch.long, device=pool.device)).cpu().numpy()
-            slots = np.arange(len(src))
-        if rows is None:
-            np.take(src, np.asarray(slots, dtype=np.intp), axis=0, out=out[: len(slots)])
         else:
-            out[np.asarray(rows, dtype=np.intp)] = src[np.asarray(slots, dtype=np.intp)]
+            dst = out.numpy() if self._on_cpu else None
+        if not n:
+            return
+        host = self._host
+        if host is not None:  # a CPU pool: numpy's take, measured faster than torch's at 1-128 rows
+            _check_slots(slots, host.shape[0])
+            if rows is None:
+                np.take(host, _host_index(slots), axis=0, out=dst[:n], mode="clip")  # type: ignore[index]
+            else:
+                dst[_host_index(rows)] = np.take(host, _host_index(slots), axis=0, mode="clip")  # type: ignore[index]
+            return
+        pool = self._pool
+        _check_slots(slots, pool.shape[0])
+        index = torch.as_tensor(slots, dtype=torch.long).to(pool.device, non_blocking=True)
+        if dst is not None:  # a CUDA pool into a numpy array: one device-to-host copy of the rows
+            got = pool.index_select(0, index).cpu().numpy()
+            if rows is None:
+                dst[:n] = got
+            else:
+                dst[_host_index(rows)] = got
+        elif rows is None:
+            if out[:n].is_contiguous():
+                torch.index_select(pool, 0, index, out=out[:n])
+            else:
+                out[:n].copy_(pool.index_select(0, index))
+        else:
+            dst_index = torch.as_tensor(rows, dtype=torch.long).to(pool.device, non_blocking=True)
+            out.index_copy_(0, dst_index, pool.index_select(0, index))
 
     # ---- bookkeeping -----------------------------------------------------------------------
 
@@ -404,6 +399,11 @@ class MaskCache:
     def __contains__(self, key: Hashable) -> bool:
         """Whether ``key`` is cached (does not count, does not touch the LRU order)."""
         return key in self._lru
+
+
+def _host_index(index: Sequence[int] | torch.Tensor) -> Any:
+    """An index numpy takes: a tensor's values on the host, else the sequence itself."""
+    return index.cpu().numpy() if isinstance(index, torch.Tensor) else index
 
 
 def _check_slots(slots: Sequence[int] | torch.Tensor, cap: int) -> None:
@@ -450,8 +450,14 @@ class PinnedBatch:
     def put(self, key: Hashable, row: Any) -> int:
         return self.put_many([key], [row])[0]
 
+    def __enter__(self) -> PinnedBatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
     def release(self) -> None:
-        """Unpin every slot this batch returned (idempotent)."""
+        """Unpin every slot this batch returned so far (the batch stays usable)."""
         pinned, self._pinned = self._pinned, []
         if pinned:
             self.cache._unpin(pinned)

@@ -19,9 +19,11 @@ The pool
     ``pool = torch.int32[capacity, words]`` on ``device`` (CPU or CUDA).  A key maps to a *slot*,
     a row index of the pool.  The pool starts with ``initial_rows`` rows and doubles (a new tensor,
     the old rows copied over on the device) when it is full, up to ``max_bytes // (4 * words)``
-    rows: ``capacity * words * 4 <= max_bytes`` always holds.  ``gather`` writes a batch's rows
+    rows: ``capacity * words * 4 <= max_bytes`` always holds (while a growth copies, the old pool
+    is alive too, up to half as much again, until the copy is done).  ``gather`` writes a batch's rows
     into a bitmask with one index operation on the pool's device, so on CUDA only misses cross
-    from host to device (``put`` copies one row, ``put_many`` all of its rows in one transfer).
+    from host to device (``put`` copies one row, ``put_many`` all of its rows in one transfer;
+    ``gather`` sends its slot indices, unless they already are a tensor on the device).
     A CPU pool is shared with a numpy view, so CPU callers read and write rows without torch.
 
 Eviction and slot lifetime
@@ -105,6 +107,8 @@ class MaskCache:
         self.max_bytes = int(max_bytes)
         self.max_rows = self.max_bytes // self.row_bytes
         self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise BitmaskError(f"MaskCache: device {str(device)!r} asked for, but torch sees no CUDA device")
         self._initial_rows = min(int(initial_rows), self.max_rows)
         self._lock = threading.Lock()
         self._alloc(self._initial_rows)
@@ -133,7 +137,7 @@ class MaskCache:
         pool[:cap].copy_(self._pool)
         pool[cap:].zero_()
         self._pool = pool
-        self._host = pool.numpy() if self.device.type == "cpu" else None
+        self._host = pool.numpy() if self._on_cpu else None
         self._free[:0] = range(new_cap - 1, cap - 1, -1)
         self._pins.extend([0] * (new_cap - cap))
 

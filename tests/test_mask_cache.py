@@ -87,6 +87,12 @@ def test_max_bytes_below_one_row_is_a_clear_error():
     assert MaskCache(4040).max_bytes == DEFAULT_MAX_BYTES
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+def test_cuda_without_a_device_is_a_clear_error():
+    with pytest.raises(BitmaskError, match="'cuda' asked for, but torch sees no CUDA device"):
+        MaskCache(8, device="cuda")
+
+
 def test_rows_of_the_wrong_shape_or_dtype_are_refused():
     c = small()
     with pytest.raises(BitmaskError, match=r"int32\[8\], got int64\[8\]"):

@@ -291,11 +291,11 @@ class MaskCache:
 
     def row(self, slot: int) -> np.ndarray:
         """A host copy of the row in ``slot`` (for tests and CPU callers)."""
-        pool = self._pool
+        pool = self._host if self._host is not None else self._pool
         if not 0 <= slot < pool.shape[0]:
             raise BitmaskError(f"MaskCache.row: slot {slot} outside the pool's {pool.shape[0]} rows")
-        if pool.device.type == "cpu":
-            return pool.numpy()[slot].copy()
+        if isinstance(pool, np.ndarray):
+            return pool[slot].copy()
         return pool[slot].cpu().numpy()
 
     def gather(

@@ -252,6 +252,20 @@ class MaskCache:
         with self._lock:
             return self._get(key, None)
 
+    def get_into(self, key: Hashable, out: np.ndarray) -> bool:
+        """Copy ``key``'s row into the numpy row ``out`` and return True, or return False (a miss).
+        Counts a hit or a miss.  The copy happens under the lock, so no other thread's ``put`` can
+        replace the row half way: the one-matcher path of a CPU pool needs no pinning."""
+        with self._lock:
+            slot = self._get(key, None)
+            if slot is None:
+                return False
+            if self._host is not None:
+                out[:] = self._host[slot]
+            else:
+                out[:] = self._pool[slot].cpu().numpy()
+            return True
+
     def put(self, key: Hashable, row: Any) -> int:
         """Store a copy of ``row`` (``int32[words]``) under ``key`` and return its slot.
 

@@ -11,7 +11,8 @@ from .errors import (
     TokenizerError, UndefinedRuleError, UnsupportedRegexError, UnsupportedSchemaError, ValidationError,
 )
 from .grammar import Grammar
-from .matcher import ByteMatcher, GrammarMatcher
+from .matcher import GrammarMatcher
+from .walker import ByteMatcher
 from .tokenizer import TokenizerInfo, VocabType
 from .compiler import CompiledGrammar, GrammarCompiler
 from .bitmask import (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any, Callable, Literal
 
@@ -20,20 +21,57 @@ from .tokenizer import TokenizerInfo
 __all__ = ["GrammarCompiler", "CompiledGrammar"]
 
 _PROGRESS_AFTER_S = 2.0
+DEFAULT_MASK_CACHE_BYTES = 64 << 20  # per compiled grammar: about 4,000 rows of a 129k vocabulary
 
 
 class CompiledGrammar:
-    """A grammar, a tokenizer, and the token classes of every automaton state.  Immutable; share it
-    between any number of :class:`~pda.matcher.GrammarMatcher` objects and threads."""
+    """A grammar, a tokenizer, and the token classes of every automaton state.  Share it between
+    any number of :class:`~pda.matcher.GrammarMatcher` objects and threads: what it learns as they
+    run (token classes computed on first use, the mask cache, the signature depths) is guarded
+    for concurrent use and never changes a mask."""
 
-    def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo, classes: TokenClasses, seconds: float) -> None:
+    def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo, classes: TokenClasses, seconds: float,
+                 *, mask_cache_max_bytes: int = DEFAULT_MASK_CACHE_BYTES) -> None:
         self.grammar = grammar
         self.tokenizer_info = tokenizer_info
         self.classes = classes
         self.compile_seconds = seconds
         self.trie = tokenizer_info.trie
         self.kernel = classes.kernel
+        self.words = classes.words
         self.max_token_length = max_token_length(self.trie)
+        self.signature_depth: dict[int, int] = {}  # state -> deepest stack frame a mask check read
+        self.mask_cache_max_bytes = mask_cache_max_bytes
+        self._mask_caches: dict[str, Any] = {}
+        self._mask_lock = threading.Lock()
+
+    def mask_cache(self, device: str = "cpu") -> Any:
+        """The :class:`~pda.cache.mask_cache.MaskCache` of final masks on ``device``, shared by every
+        matcher of this grammar (made on first use; imports torch)."""
+        got = self._mask_caches.get(device)
+        if got is None:
+            from pda.cache.mask_cache import MaskCache
+
+            with self._mask_lock:
+                got = self._mask_caches.get(device)
+                if got is None:
+                    got = self._mask_caches[device] = MaskCache(
+                        self.words, max_bytes=self.mask_cache_max_bytes, device=device)
+        return got
+
+    def mask_cache_stats(self) -> dict[str, Any]:
+        """Hits, misses, entries and bytes of the mask caches (summed over devices), with the hit
+        rate, and how many states' token classes came from the tokenizer's shared cache."""
+        total: dict[str, Any] = {"hits": 0, "misses": 0, "evictions": 0, "entries": 0, "bytes": 0}
+        for cache in list(self._mask_caches.values()):
+            st = cache.stats()
+            for k in total:
+                total[k] += st[k]
+        asked = total["hits"] + total["misses"]
+        total["hit_rate"] = total["hits"] / asked if asked else 0.0
+        total["shared_class_hits"] = self.classes.shared_hits
+        total["classified_states"] = len(self.classes.by_state)
+        return total
 
     @property
     def num_states(self) -> int:
@@ -69,14 +107,16 @@ class GrammarCompiler:
     states nearest the start, breadth first, for at most ``eager_seconds`` and ``eager_max_states``
     states; the rest lazily (large JSON Schemas visit few of their thousands of states).
     ``max_states``, ``max_stack_depth`` and ``max_compile_seconds`` are the limits of every
-    :class:`~pda.Grammar` it builds.
+    :class:`~pda.Grammar` it builds; ``mask_cache_max_bytes`` bounds each compiled grammar's
+    mask cache (:meth:`CompiledGrammar.mask_cache`).
     """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache: bool = True, max_states: int = DEFAULT_MAX_STATES,
                  max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_max_bytes: int | None = DEFAULT_MAX_BYTES,
                  precompute: Literal["auto", "eager", "lazy"] = "auto", eager_max_states: int = 256,
                  eager_seconds: float = 0.1,
-                 max_compile_seconds: float | None = DEFAULT_MAX_COMPILE_SECONDS) -> None:
+                 max_compile_seconds: float | None = DEFAULT_MAX_COMPILE_SECONDS,
+                 mask_cache_max_bytes: int = DEFAULT_MASK_CACHE_BYTES) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
         self.tokenizer_info = tokenizer_info
@@ -88,6 +128,7 @@ class GrammarCompiler:
         self._precompute = precompute
         self._eager_max_states = eager_max_states
         self._eager_seconds = eager_seconds
+        self._mask_cache_max_bytes = mask_cache_max_bytes
 
     # ------------------------------------------------------------------ public
 
@@ -150,4 +191,5 @@ class GrammarCompiler:
             classes.warm(grammar.automaton, seconds=self._eager_seconds, max_states=self._eager_max_states)
         if shown[0]:
             sys.stderr.write("\n")
-        return CompiledGrammar(grammar, self.tokenizer_info, classes, time.perf_counter() - t0)
+        return CompiledGrammar(grammar, self.tokenizer_info, classes, time.perf_counter() - t0,
+                               mask_cache_max_bytes=self._mask_cache_max_bytes)

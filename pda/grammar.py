@@ -10,7 +10,7 @@ from .automaton import DEFAULT_MAX_STATES, Automaton, build_automaton
 from .errors import GrammarError
 from .ir import GrammarIR, to_ebnf
 from .limits import DEFAULT_MAX_COMPILE_SECONDS, compile_budget
-from .matcher import ByteMatcher, Walker, as_bytes, validate_bytes
+from .walker import ByteMatcher, Walker, as_bytes, validate_bytes
 from .normalize import ROOT, normalize
 from .stack import DEFAULT_MAX_STACK_DEPTH, StackArena
 

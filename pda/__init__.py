@@ -12,6 +12,7 @@ from .errors import (
 )
 from .grammar import Grammar
 from .matcher import GrammarMatcher
+from .batch import BatchGrammarMatcher
 from .walker import ByteMatcher
 from .tokenizer import TokenizerInfo, VocabType
 from .compiler import CompiledGrammar, GrammarCompiler
@@ -31,7 +32,7 @@ def json_schema_to_ebnf(schema: object, **options: object) -> str:
 
 
 __all__ = [
-    "Grammar", "ByteMatcher", "GrammarMatcher", "GrammarCompiler", "CompiledGrammar", "TokenizerInfo", "VocabType",
+    "Grammar", "ByteMatcher", "GrammarMatcher", "BatchGrammarMatcher", "GrammarCompiler", "CompiledGrammar", "TokenizerInfo", "VocabType",
     "allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_to_bool", "bool_to_bitmask",
     "get_bitmask_shape", "reset_token_bitmask", "json_schema_to_ebnf", "PdaError", "GrammarError", "GrammarSyntaxError", "UndefinedRuleError",
     "EmptyLanguageError", "RegexError", "UnsupportedRegexError", "SchemaError", "UnsupportedSchemaError",

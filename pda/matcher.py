@@ -250,8 +250,8 @@ class GrammarMatcher:
         return tuple(sorted(out))
 
     def _compute_row(self, cfg: Config, cache: Any) -> np.ndarray:
-        """Build the mask of ``cfg`` (without stop tokens) and store it in ``cache`` when exact keys
-        exist for it.  Reads the state only; safe to run on a worker thread."""
+        """Build the mask of ``cfg`` (without stop tokens) and store it in ``cache`` (unless None)
+        when an exact key exists for it.  Reads the state only; safe to run on a worker thread."""
         comp = self._compiled
         classes = comp.classes
         row = np.zeros(comp.words, dtype=np.int32)
@@ -274,7 +274,7 @@ class GrammarMatcher:
                         depth[s] = read  # a race may lose this update: then keys only miss more
         key = self._key(cfg, depths) if cacheable else None
         self._keys[cfg] = key
-        if key is not None:
+        if key is not None and cache is not None:
             cache.put(key, row)
         return row
 

@@ -29,6 +29,8 @@ from functools import lru_cache
 
 from pda.ir import Expr
 
+from ..regex import regex_to_ir
+
 __all__ = ["FORMATS", "KNOWN_UNSUPPORTED", "format_expr"]
 
 _DEC = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
@@ -120,6 +122,4 @@ KNOWN_UNSUPPORTED = frozenset({
 @lru_cache(maxsize=None)
 def format_expr(name: str) -> Expr:
     """The decoded-string language of a supported format (raises KeyError for others)."""
-    from .regex import regex_to_ir
-
     return regex_to_ir(FORMATS[name], dialect="ecmascript", search=False)

@@ -28,7 +28,7 @@ from pda.ir import (
     normalize_ranges, repeat, seq,
 )
 
-from . import json_schema_fsm as fsm
+from pda import codepoint_fsm as fsm
 
 __all__ = [
     "spelled_except", "spell", "spell_expr", "string_literal", "digit_range", "hex_digit", "ANY_CHAR", "Ranges", "intersect_ranges",

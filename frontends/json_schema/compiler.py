@@ -47,13 +47,16 @@ Departures from plain JSON Schema validation (all make the grammar *stricter*, n
   schema declares ``a`` before ``b``.  Required names that no ``properties`` declares may come
   anywhere among the undeclared ones (in any order while every order written out stays small:
   a few members with light values; else in the order of ``required``).  With
-  ``property_order="any"`` (objects without ``minProperties``/``maxProperties``) members may come
-  in any order (required ones exactly once, and in the order of ``properties`` when their orders
-  written out would be too large); an optional or undeclared key may then be repeated (JSON
-  parsers keep the last value, which the grammar checked like every other).
+  ``property_order="any"`` members may come in any order (required ones exactly once, and in
+  the order of ``properties`` when their orders written out would be too large); an optional or
+  undeclared key may then be repeated (JSON parsers keep the last value, which the grammar
+  checked like every other), except under ``minProperties``/``maxProperties``, where each
+  declared key comes at most once, every member counts towards ``maxProperties`` and at most
+  one undeclared name towards ``minProperties`` (a repeated name would count twice).
 * ``strict=True`` forbids undeclared properties of objects that declare ``properties`` or
   ``patternProperties`` (when ``additionalProperties`` is not given) and items after
-  ``prefixItems`` (when ``items`` is not given), as XGrammar does.
+  ``prefixItems`` (when ``items`` is not given), as XGrammar does, unless an
+  ``unevaluatedProperties``/``unevaluatedItems`` that sees the schema decides about them.
 * ``oneOf``/``anyOf`` combinations under ``unevaluatedProperties`` count only the properties of
   the chosen branch as evaluated; an ``if`` without ``then``/``else`` evaluates nothing.
 * Numbers: exponent spellings only in the forms :mod:`.numbers` lists; ``multipleOf`` is exact

@@ -31,6 +31,7 @@ class ObjAtom:
     additional: Loc | None  # None: not given (any value)
     ptr: str
     scope: tuple[str, ...] = ()  # this object and the ones it is applied in place of
+    closed_by_strict: bool = False  # ``additional`` is the ``false`` of strict=True
 
 
 @dataclass
@@ -39,6 +40,7 @@ class ArrAtom:
     rest: Loc | None  # None: not given (any value)
     ptr: str
     scope: tuple[str, ...] = ()
+    closed_by_strict: bool = False  # ``rest`` is the ``false`` of strict=True
 
 
 @dataclass
@@ -198,6 +200,14 @@ def merge(atoms: list[Loc], *, strict: bool) -> Merged:
     if None in m.excluded:
         types.discard("null")
     m.types = types
+    # strict=True closes only what nothing else speaks of: an unevaluatedItems/-Properties that
+    # sees the schema decides about its later items and undeclared members instead.
+    for a in m.arr:
+        if a.closed_by_strict and any(ptr in a.scope for _, ptr, _ in m.uneval_items):
+            a.rest, a.closed_by_strict = None, False
+    for o in m.obj:
+        if o.closed_by_strict and any(ptr in o.scope for _, ptr, _ in m.uneval_props):
+            o.additional, o.closed_by_strict = None, False
     return m
 
 
@@ -281,10 +291,11 @@ def _merge_arrays(m: Merged, loc: Loc, strict: bool) -> None:
             rest = _schema_at(loc, "additionalItems")
     elif items is not None:
         rest = _schema_at(loc, "items")
-    if strict and prefix and rest is None:
+    closed = strict and bool(prefix) and rest is None
+    if closed:
         rest = _false(loc, "items")
     if prefix or rest is not None:
-        m.arr.append(ArrAtom(prefix, rest, loc.ptr, loc.parents + (loc.ptr,)))
+        m.arr.append(ArrAtom(prefix, rest, loc.ptr, loc.parents + (loc.ptr,), closed))
     m.min_items, m.max_items = _tighten(loc, "minItems", "maxItems", m.min_items, m.max_items)
     if "contains" in s:
         lo = _nonneg_int(s.get("minContains", 1), loc.at("minContains"), "minContains")
@@ -314,10 +325,11 @@ def _merge_objects(m: Merged, loc: Loc, strict: bool) -> None:
             raise SchemaError("'patternProperties' must be an object", pointer=loc.at("patternProperties"))
         patterns = [(k, child(loc, "patternProperties", k)) for k in s["patternProperties"]]
     additional = _schema_at(loc, "additionalProperties") if "additionalProperties" in s else None
-    if strict and additional is None and (props or patterns):
+    closed = strict and additional is None and bool(props or patterns)
+    if closed:
         additional = _false(loc, "additionalProperties")
     if props or patterns or additional is not None:
-        m.obj.append(ObjAtom(props, patterns, additional, loc.ptr, loc.parents + (loc.ptr,)))
+        m.obj.append(ObjAtom(props, patterns, additional, loc.ptr, loc.parents + (loc.ptr,), closed))
     if "required" in s:
         req = s["required"]
         if not isinstance(req, list) or not all(isinstance(r, str) for r in req):

@@ -68,6 +68,11 @@ def emit_object(c: Context, m: Merged, depth: int) -> Expr:
     if hi is not None and sum(1 for _, r in members if r) > hi:
         return NOTHING
     cap = max(1, lo, hi + 1 if hi is not None else 0)
+    if c.property_order == "any" and (lo or hi is not None):
+        counted = _any_order_counted(c, members, extra, lo, hi, depth, m.min_props_ptr)
+        if counted is not None:
+            return counted
+        # too many orders to write out: the schema's order (below), which is stricter
     if c.property_order == "any" and lo == 0 and hi is None:
         # Any order: required members once each (in their relative order when their orders
         # would be too many), the others anywhere and possibly repeated (a repeated key keeps
@@ -239,6 +244,56 @@ def _object_with_floating(c: Context, members: list[tuple[Expr, bool]], floating
     else:
         firsts.append(no_member_before)
     return seq(open_, alt(*firsts), close)
+
+
+def _any_order_counted(c: Context, members: list[tuple[Expr, bool]], extra: Expr, lo: int, hi: int | None,
+                       depth: int, m_ptr: str) -> Expr | None:
+    """Members in any order under ``minProperties``/``maxProperties``, exactly: each declared
+    member at most once (required ones exactly once), undeclared ones possibly repeated.  Every
+    member counts towards ``maxProperties`` (a repeated name only makes the object smaller than
+    the count); towards ``minProperties`` count the declared members present and at most one
+    undeclared name (two undeclared members may be one name written twice).  One rule per state
+    (declared members present, members so far, whether an undeclared one came); None when those
+    states, written out, would be too many (:data:`MAX_ORDERS_WEIGHT`)."""
+    open_, sep, close, empty = c.layout.pieces(depth, "{}")
+    texts = [t for t, _ in members]
+    required = frozenset(i for i, (_, r) in enumerate(members) if r)
+    has_extra = extra != NOTHING
+    xs = star(seq(sep, extra)) if has_extra and hi is None else EPSILON
+    states = 1 if hi is None or not has_extra else hi + 1
+    if _orders_weight(texts, xs, c.rules) * states * (2 if has_extra else 1) > MAX_ORDERS_WEIGHT:
+        return None
+    if has_extra and lo - len(members) >= 2:
+        c.unsupported("minProperties that needs two or more undeclared property names is not supported "
+                      "(a repeated name would count twice)", m_ptr)
+    memo: dict[tuple[frozenset[int], int, bool], Expr] = {}
+
+    def ends(used: frozenset[int], seen_extra: bool) -> bool:
+        return required <= used and len(used) + seen_extra >= lo
+
+    def step(lead: Expr, used: frozenset[int], n: int, seen_extra: bool, may_end: bool = True) -> Expr:
+        """What may follow ``n`` members (``used`` of the declared ones), each next one led by ``lead``."""
+        room = hi is None or n < hi
+        parts = [EPSILON] if may_end and ends(used, seen_extra) else []
+        if room:
+            parts += [seq(lead, texts[f], after(used | {f}, n + 1, seen_extra))
+                      for f in range(len(texts)) if f not in used]
+            if has_extra and not (hi is None and seen_extra):  # (without a bound, xs repeats them)
+                parts.append(seq(lead, extra, after(used, n + 1, True)))
+        return alt(*parts)
+
+    def after(used: frozenset[int], n: int, seen_extra: bool) -> Expr:
+        key = (used, n if hi is not None else 0, seen_extra)
+        if key not in memo:
+            body = step(sep, used, n, seen_extra)
+            if hi is None and seen_extra:
+                body = seq(xs, body)
+            memo[key] = Ref(c.add_rule(c.fresh("any"), body)) if body not in (NOTHING, EPSILON) else body
+        return memo[key]
+
+    nonempty = step(EPSILON, frozenset(), 0, False, may_end=False)
+    out = seq(open_, nonempty, close) if nonempty != NOTHING else NOTHING
+    return alt(empty, out) if ends(frozenset(), False) else out
 
 
 MAX_KEY_REGIONS = 64

@@ -1,7 +1,7 @@
 """JSON Schema → grammar IR (what is enforced, and how exactly: :mod:`.compiler`).
 
-The map, bottom to top; a module imports only modules above it in this list (never below), so
-the subpackage reads from the top:
+The map, the leaf first: a module imports only modules listed before it (never one after it, and
+never inside a function), so the subpackage reads from the top of this table down:
 
 ==============  ==============================================================================
 ``document``    the leaf: :class:`~.document.Loc` (a schema and its JSON pointer), the keyword

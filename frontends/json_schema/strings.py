@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 from pda.ir import (
     EPSILON, MAX_CODE_POINT, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq, alt, chars, lit,
-    normalize_ranges, repeat, seq,
+    negate_ranges, normalize_ranges, repeat, seq,
 )
 
 from pda import codepoint_fsm as fsm
@@ -56,8 +56,6 @@ def intersect_ranges(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]])
 
 def subtract_ranges(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> Ranges:
     """Code points of ``a`` not in ``b``."""
-    from pda.ir import negate_ranges
-
     return intersect_ranges(a, negate_ranges(b))
 
 

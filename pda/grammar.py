@@ -76,7 +76,7 @@ class Grammar:
         """The JSON texts a JSON Schema allows (see :func:`pda.frontends.json_schema.json_schema_to_ir`)."""
         from pda.frontends.json_schema import json_schema_to_ir
 
-        limits = {k: options.pop(k) for k in ("max_states", "max_stack_depth", "max_compile_seconds") if k in options}
+        limits: dict[str, Any] = {k: options.pop(k) for k in ("max_states", "max_stack_depth", "max_compile_seconds") if k in options}
         with _budget(limits):
             grammar = cls(json_schema_to_ir(schema, **options), **limits)
         grammar.json_pointers = True

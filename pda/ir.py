@@ -102,7 +102,7 @@ class Repeat(_Composite):
 
 
 for _cls in (Seq, Alt, Repeat):
-    _cls.__hash__ = _Composite._cached_hash  # type: ignore[method-assign]  # dataclass() put its own there
+    _cls.__hash__ = _Composite._cached_hash  # type: ignore[method-assign,assignment]  # dataclass() put its own there
 
 
 @dataclass(frozen=True, slots=True)

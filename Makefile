@@ -1,5 +1,5 @@
 # make demo   validate every bundled sample against its bundled grammar
-# make test   run the whole test suite
+# make test   lint (ruff), type-check the public API (mypy), then run the whole test suite
 # make bench  validation throughput, pda beside xgrammar
 # Each creates .venv and installs the package (editable) with the pinned constraints when needed.
 
@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean-venv
+.PHONY: demo test lint bench clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,13 @@ demo: $(STAMP)
 	$(PY) -m pda demo
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_validate.py

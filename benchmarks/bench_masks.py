@@ -432,7 +432,7 @@ def print_report(results: dict[str, Any]) -> None:
             print(f"  {rj['engine']} {'refused' if not rj['accepted'] else 'accepted but masked out'} token "
                   f"{rj['token']} {rj['token_text']!r} at {rj['doc']} step {rj['step']} after {rj['prefix_tail']!r}")
         if len(suspects) > MAX_REPORTED or len(expected) > 3 or len(rej) > MAX_REPORTED:
-            print(f"  ... all of them are in the JSON file")
+            print("  ... all of them are in the JSON file")
 
 
 def plot(results: dict[str, Any], path: Path) -> bool:

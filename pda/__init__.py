@@ -7,8 +7,8 @@ The package ``pda`` lives in ``pda/``; ``pda.frontends`` in ``frontends/``; ``pd
 from __future__ import annotations
 
 from .errors import (
-    EmptyLanguageError, GrammarError, GrammarSyntaxError, LimitExceededError, PdaError, RegexError, SchemaError,
-    TokenizerError, UndefinedRuleError, UnsupportedRegexError, UnsupportedSchemaError, ValidationError,
+    BitmaskError, EmptyLanguageError, GrammarError, GrammarSyntaxError, LimitExceededError, PdaError, RegexError,
+    SchemaError, TokenizerError, UndefinedRuleError, UnsupportedRegexError, UnsupportedSchemaError, ValidationError,
 )
 from .grammar import Grammar
 from .matcher import GrammarMatcher
@@ -21,7 +21,7 @@ from .bitmask import (
     reset_token_bitmask,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it (tool.setuptools.dynamic)
 
 
 def json_schema_to_ebnf(schema: object, **options: object) -> str:
@@ -36,5 +36,5 @@ __all__ = [
     "allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_to_bool", "bool_to_bitmask",
     "get_bitmask_shape", "reset_token_bitmask", "json_schema_to_ebnf", "PdaError", "GrammarError", "GrammarSyntaxError", "UndefinedRuleError",
     "EmptyLanguageError", "RegexError", "UnsupportedRegexError", "SchemaError", "UnsupportedSchemaError",
-    "ValidationError", "LimitExceededError", "TokenizerError", "__version__",
+    "ValidationError", "LimitExceededError", "TokenizerError", "BitmaskError", "__version__",
 ]

@@ -14,6 +14,7 @@ from typing import Any, Literal, Sequence
 import torch
 
 from pda.errors import BitmaskError
+from pda.kernels import WORD_BITS
 
 __all__ = [
     "BITMASK_DTYPE",
@@ -116,10 +117,9 @@ def bool_to_bitmask(mask: torch.Tensor) -> torch.Tensor:
     pad = (-vocab) % 32
     if pad:
         mask = torch.nn.functional.pad(mask, (0, pad))
-    words = mask.reshape(*mask.shape[:-1], -1, 32).to(torch.int64) << _shifts(mask.device).to(torch.int64)
-    packed = words.sum(dim=-1)
-    packed = packed - ((packed >> 31) << 32)  # fold [2**31, 2**32) onto the negative int32 values
-    return packed.to(BITMASK_DTYPE)
+    # distinct bits, at most one of them negative (bit 31): an int32 sum never overflows
+    bits = torch.from_numpy(WORD_BITS).to(mask.device)
+    return (mask.reshape(*mask.shape[:-1], -1, 32).to(BITMASK_DTYPE) * bits).sum(dim=-1, dtype=BITMASK_DTYPE)
 
 
 def _index_list(indices: Sequence[int] | torch.Tensor, rows: int, bitmask_rows: int, device: torch.device) -> torch.Tensor:

@@ -35,8 +35,8 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_ERROR = 2
 
-FORMATS = {".gbnf": "ebnf", ".ebnf": "ebnf", ".lark": "lark", ".regex": "regex"}
-"""Grammar dialect by file suffix; ``--format`` overrides it."""
+FORMATS = ("ebnf", "lark", "regex")
+"""The dialects ``--grammar`` reads (by its suffix, :func:`pda.grammars.dialect_of`); ``--format`` overrides it."""
 
 STDIN = "-"
 
@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--regex", "-r", metavar="PATTERN", help="a regular expression the whole input must match")
     source.add_argument("--schema", metavar="FILE", help="a JSON Schema (JSON file) the inputs must be valid against")
     validate.add_argument(
-        "--format", "-f", choices=sorted(set(FORMATS.values())), help="dialect of --grammar (default: from its suffix)"
+        "--format", "-f", choices=FORMATS, help="dialect of --grammar (default: from its suffix)"
     )
     validate.add_argument("--start", "-s", metavar="RULE", help="start rule (default: root for EBNF, start for Lark)")
     validate.add_argument("inputs", nargs="*", metavar="FILE", help="documents to check; '-' or none reads stdin")
@@ -166,17 +166,15 @@ def load_grammar(
         path = Path(grammar_file)
     else:
         raise CliError("give one of --grammar, --builtin or --regex")
-    dialect = fmt or FORMATS.get(path.suffix.lower())
-    if dialect is None:
+    dialect = fmt or grammars.dialect_of(path)
+    if dialect not in FORMATS:
         hint = " (a JSON Schema goes after --schema)" if path.suffix.lower() == ".json" else ""
         raise CliError(f"cannot tell the dialect of {path} from its suffix; pass --format ebnf|lark|regex{hint}")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read grammar {path}: {exc}") from None
-    if dialect == "regex":
-        text = text.rstrip("\r\n")
-    return _compile(text, dialect, start=start, filename=str(path))
+    return _compile(grammars.source_text(text, dialect), dialect, start=start, filename=str(path))
 
 
 def _read_input(name: str) -> bytes:

@@ -20,6 +20,8 @@ __all__ = [
     "UnsupportedSchemaError",
     "ValidationError",
     "LimitExceededError",
+    "FsmTooLarge",
+    "SchemaTooDeep",
     "TokenizerError",
     "BitmaskError",
 ]
@@ -190,6 +192,22 @@ class LimitExceededError(PdaError, RuntimeError):
         self.limit = limit
         self.value = value
         super().__init__(f"limit {limit}={value} exceeded{'; ' + hint if hint else ''}")
+
+
+class FsmTooLarge(LimitExceededError):
+    """A code-point automaton (:mod:`pda.codepoint_fsm`) grew past its state limit.  The JSON
+    Schema frontend catches it where it only probes, and otherwise reports the keyword."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__("automaton_states", limit, f"{what} too large")
+
+
+class SchemaTooDeep(LimitExceededError):
+    """A JSON Schema check went deeper than its limit (``$ref`` chains inlined into one check, or
+    nested values).  The frontend catches it where it only probes ("not proven")."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__("schema_check_depth", limit, what)
 
 
 class TokenizerError(PdaError, ValueError):

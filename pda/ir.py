@@ -17,13 +17,13 @@ Build nodes with the helpers (:func:`seq`, :func:`alt`, :func:`opt`, :func:`star
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 __all__ = [
     "Expr", "Bytes", "CharClass", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "GrammarIR",
     "EPSILON", "NOTHING", "MAX_CODE_POINT", "seq", "alt", "opt", "star", "plus", "repeat", "lit",
     "chars", "byte_chars", "any_char", "negate_ranges", "normalize_ranges", "walk", "refs_of",
-    "to_ebnf",
+    "node_count", "size_exceeds", "recursive_rules", "to_ebnf",
 ]
 
 MAX_CODE_POINT = 0x10FFFF
@@ -102,7 +102,7 @@ class Repeat(_Composite):
 
 
 for _cls in (Seq, Alt, Repeat):
-    _cls.__hash__ = _Composite._cached_hash  # type: ignore[method-assign]  # dataclass() put its own there
+    _cls.__hash__ = _Composite._cached_hash  # type: ignore[method-assign,assignment]  # dataclass() put its own there
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +256,45 @@ def refs_of(expr: Expr) -> Iterator[Ref]:
     for e in walk(expr):
         if isinstance(e, Ref):
             yield e
+
+
+def node_count(e: Expr) -> int:
+    """The IR nodes of ``e`` read as a tree (a shared subtree counts once per use)."""
+    return sum(1 for _ in walk(e))
+
+
+def size_exceeds(e: Expr, limit: int) -> bool:
+    """Whether ``e`` has more than ``limit`` nodes (counting stops there)."""
+    for n, _ in enumerate(walk(e), 1):
+        if n > limit:
+            return True
+    return False
+
+
+def recursive_rules(graph: Mapping[str, Iterable[str]], names: Iterable[str] | None = None) -> set[str]:
+    """The rules among ``names`` (default: all) that can reach themselves, given the rules each
+    rule calls (``graph[n]``, e.g. ``{r.name for r in refs_of(rules[n])}``; a mapping that fills
+    itself on lookup works too).  A name missing from ``graph`` calls nothing."""
+
+    def calls(n: str) -> Iterable[str]:
+        try:
+            return graph[n]
+        except KeyError:
+            return ()
+
+    out: set[str] = set()
+    for name in graph if names is None else names:
+        seen: set[str] = set()
+        todo = list(calls(name))
+        while todo:
+            r = todo.pop()
+            if r == name:
+                out.add(name)
+                break
+            if r not in seen:
+                seen.add(r)
+                todo.extend(calls(r))
+    return out
 
 
 # ----------------------------------------------------------------------------- printing

@@ -461,12 +461,16 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     return n_stack - n_nodes[1]
 
 
+WORD_BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
+"""The int32 value of each bit of a bitmask word: ``1 << i``, bit 31 being the sign bit (-2**31)."""
+
+
 @njit(cache=True, nogil=True)
 def set_bits(words, ids):
     """``words[id >> 5] |= 1 << (id & 31)`` for every id (an int32 bitmask row)."""
     for k in range(ids.shape[0]):
         t = ids[k]
-        words[t >> 5] |= np.int32(1 << (t & 31)) if (t & 31) != 31 else np.int32(-2147483648)
+        words[t >> 5] |= WORD_BITS[t & 31]
 
 
 @njit(cache=True, nogil=True)

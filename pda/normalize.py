@@ -45,7 +45,7 @@ from .errors import EmptyLanguageError, UndefinedRuleError
 from .limits import check_deadline
 from .ir import (
     EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, opt,
-    refs_of, repeat, seq, star, walk,
+    node_count, refs_of, repeat, seq, star, walk,
 )
 
 __all__ = ["NormalGrammar", "normalize", "ROOT", "SHARED_PREFIX"]
@@ -426,10 +426,6 @@ def _eliminate_left_recursion(rules: dict[str, Expr]) -> dict[str, Expr]:
 # ----------------------------------------------------------------------------- 5. inlining
 
 
-def _size(e: Expr) -> int:
-    return sum(1 for _ in walk(e))
-
-
 def _weight(e: Expr, weight: dict[str, int], inline: set[str]) -> int:
     """The IR nodes of ``e`` once the rules it calls that are inlined are written out."""
     if isinstance(e, Ref):
@@ -609,7 +605,7 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
             return alt(*(visit(i) for i in e.items))
         if isinstance(e, Repeat):
             x = visit(e.expr)
-            size = _size(x) + sum(len(n.data) for n in walk(x) if isinstance(n, Bytes))
+            size = node_count(x) + sum(len(n.data) for n in walk(x) if isinstance(n, Bytes))
             longest = e.max if e.max is not None else e.min
             if longest * size <= REPEAT_SPLIT_SIZE or any(refs_of(x)) or _nullable(x, set()):
                 return repeat(x, e.min, e.max)

@@ -22,7 +22,6 @@ subtree of a token whose bytes die (``skip``).
 from __future__ import annotations
 
 import enum
-import json
 import re
 import warnings
 from functools import cached_property

@@ -38,11 +38,16 @@ from .automaton import Automaton
 from .kernels import TOKEN_ACCEPTED, TOKEN_REJECTED, TOKEN_UNCERTAIN
 from .precompute import return_sites
 
-__all__ = ["ReferenceWalk", "walk_tokens_reference"]
+__all__ = ["ReferenceWalk", "ClosureTooLarge", "walk_tokens_reference"]
 
 Thread = tuple[int, tuple[int, ...], int]  # (state, return states bottom first, cx)
 
 _MAX_THREADS = 1_000_000  # a closure this big means a bug (left recursion), not a slow grammar
+
+
+class ClosureTooLarge(RuntimeError):
+    """A closure grew past the walk's ``max_threads`` (stacks are not shared here, so a highly
+    ambiguous grammar can make thread sets grow exponentially with the token's length)."""
 _MEMO_LIMIT = 200_000
 
 
@@ -53,8 +58,10 @@ class ReferenceWalk:
     remembers its results (it is a pure function of the thread set and the byte), so that walking
     many tokens that start alike stays affordable; nothing else is shared between tokens."""
 
-    def __init__(self, aut: Automaton, expand: bool, escape_rules: Iterable[int] = frozenset()) -> None:
+    def __init__(self, aut: Automaton, expand: bool, escape_rules: Iterable[int] = frozenset(), *,
+                 max_threads: int = _MAX_THREADS) -> None:
         self.expand = expand
+        self.max_threads = max_threads
         self.escape_rules = frozenset(int(r) for r in escape_rules)
         self.trans = aut.trans.tolist()
         self.byte_class = aut.byte_class.tolist()
@@ -75,9 +82,8 @@ class ReferenceWalk:
             if th in done:
                 continue
             done.add(th)
-            if len(done) > _MAX_THREADS:
-                raise RuntimeError(f"closure of more than {_MAX_THREADS} threads: does the grammar recurse "
-                                   "without reading a byte?")
+            if len(done) > self.max_threads:
+                raise ClosureTooLarge(f"a closure of more than {self.max_threads} threads")
             s, stack, cx = th
             if self.is_end[s]:
                 if stack:

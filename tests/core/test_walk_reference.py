@@ -30,7 +30,7 @@ against the kernel once the kernel takes an escape argument.
 
 By default about 2.4 million (start, stack, expand, token) cases are compared in ~15 s.
 ``PDA_FULL_TESTS=1`` adds c_like.gbnf and xml.gbnf, more stacks, the DeepSeek sample for every
-grammar and more random grammars.
+grammar, the whole DeepSeek vocabulary from a few json.gbnf starts, and more random grammars.
 """
 
 from __future__ import annotations
@@ -510,3 +510,24 @@ def test_kernel_equals_reference_on_random_grammars(rules: dict[str, Expr], seed
     # highly ambiguous random grammars may outgrow the kernel's buffers (then it answers OVERFLOW
     # and the caller decides another way): only the decided tokens are compared here
     assert tally.compared > 0
+
+
+def test_kernel_equals_reference_on_the_whole_deepseek_vocabulary(request: pytest.FixtureRequest) -> None:
+    """All 128k normal tokens of DeepSeek at once (the trie's real depth of shared prefixes and
+    long ``skip`` jumps), from a few json.gbnf states over the empty stack and a real stack."""
+    if not FULL:
+        pytest.skip("slow (about a minute); run with PDA_FULL_TESTS=1")
+    case = case_of("json.gbnf")
+    deepseek_sample(request, case, size=10)  # loads the tokenizer
+    trie, tokens = vocab_trie(list(dict.fromkeys(_DEEPSEEK)))
+    ws = make_workspace(max_token_length(trie))
+    everything = np.arange(trie.order.shape[0], dtype=np.int32)
+    tally = Tally()
+    tops = real_tops(case, 4)
+    states = np.flatnonzero(case.aut.has_bytes).tolist()
+    starts = [(s, ()) for s in states[::max(1, len(states) // 6)]] + tops[-2:]
+    for expand in (True, False):
+        ref = ReferenceWalk(case.aut, expand)
+        for s, stack in starts:
+            compare(case, trie, tokens, ws, ref, everything, s, stack, tally)
+    check_tally(case, tally, "whole DeepSeek vocabulary")

@@ -13,7 +13,8 @@ The closure of a set of threads adds, until nothing changes, for every thread ``
 * at an end state (``is_end[s]``) with a non-empty stack: the pop ``(stack[-1], stack[:-1], cx)``;
 * at an end state with an empty stack, when ``expand``: ``(t, (), 1)`` for every return site ``t``
   of the state's rule; unless the rule is in ``escape_rules``: then the thread *escapes* instead
-  (the frame may be left here, and what follows is up to the caller); without ``expand``: nothing;
+  (the frame may be left here, and what follows is up to the caller; this holds for context
+  threads too: they have empty stacks); without ``expand``: nothing, and no escape;
 * for every call edge ``s -r-> t``: the push ``(rule_start[r], stack + (t,), cx)``.
 
 The thread itself always stays.  A byte ``b`` moves every thread with ``trans[s, byte_class[b]] >= 0``

@@ -74,10 +74,10 @@ class BatchGrammarMatcher:
             return
         words = matchers[0]._compiled.words
         host, device = _target(bitmask, words, rows)
-        if device is None:
+        if host is not None:
             self._fill_host(matchers, host, rows, debug_print)
         else:
-            self._fill_device(matchers, bitmask, rows, device, debug_print)
+            self._fill_device(matchers, bitmask, rows, str(device), debug_print)
 
     def _fill_host(self, matchers: Sequence[GrammarMatcher], host: np.ndarray, rows: list[int],
                    debug_print: bool) -> None:

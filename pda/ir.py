@@ -22,7 +22,7 @@ from typing import Iterable, Iterator, Mapping
 __all__ = [
     "Expr", "Bytes", "CharClass", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "GrammarIR",
     "EPSILON", "NOTHING", "MAX_CODE_POINT", "seq", "alt", "opt", "star", "plus", "repeat", "lit",
-    "chars", "byte_chars", "any_char", "negate_ranges", "normalize_ranges", "walk", "refs_of",
+    "chars", "byte_chars", "nullable", "nonempty", "any_char", "negate_ranges", "normalize_ranges", "walk", "refs_of",
     "node_count", "size_exceeds", "recursive_rules", "to_ebnf",
 ]
 
@@ -355,3 +355,48 @@ def _group(e: Expr, strict: bool = False) -> str:
     if isinstance(e, Seq) or (strict and isinstance(e, Repeat)):
         return f"({s})"
     return s
+
+
+# ----------------------------------------------------------------------------- the empty string
+
+
+def nullable(e: Expr, null_rules: set[str]) -> bool:
+    if isinstance(e, Bytes):
+        return not e.data
+    if isinstance(e, (CharClass, ByteClass)):
+        return False
+    if isinstance(e, Seq):
+        return all(nullable(i, null_rules) for i in e.items)
+    if isinstance(e, Alt):
+        return any(nullable(i, null_rules) for i in e.items)
+    if isinstance(e, Repeat):
+        return e.min == 0 or nullable(e.expr, null_rules)
+    if isinstance(e, Ref):
+        return e.name in null_rules
+    raise TypeError(f"not an IR node: {e!r}")
+
+
+def nonempty(e: Expr) -> Expr:
+    """An expression for L(e) minus the empty string; every Ref in ``e`` must be non-nullable."""
+    if isinstance(e, Bytes):
+        return e if e.data else NOTHING
+    if isinstance(e, (CharClass, ByteClass, Ref)):
+        return e
+    if isinstance(e, Alt):
+        return alt(*(nonempty(i) for i in e.items))
+    if isinstance(e, Seq):
+        # the first non-empty part is item i; the items before it matched the empty string
+        branches = []
+        for i, item in enumerate(e.items):
+            if not nullable(item, set()):
+                branches.append(seq(*e.items[i:]))
+                break
+            branches.append(seq(nonempty(item), *e.items[i + 1:]))
+        return alt(*branches)
+    if isinstance(e, Repeat):
+        inner = e.expr
+        if nullable(inner, set()):
+            # a{m,n} with a nullable is (a minus empty){0,n}; minus the empty string: {1,n}.
+            return repeat(nonempty(inner), 1, e.max)
+        return repeat(inner, max(e.min, 1), e.max)
+    raise TypeError(f"not an IR node: {e!r}")

@@ -132,23 +132,23 @@ def _node(a_state, a_parent, n_nodes, lo, state, parent):
 
 
 @njit(cache=True, nogil=True)
-def _closure(A, ws, d, nseeds, node_lo, n_stack, expand):
-    """Put the closure of the seed threads into set ``d``; False on overflow.  Sets ``ws.esc[d]``
+def _closure(d, nseeds, node_lo, n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes, seeds_s, seeds_n,
+             seeds_c, wl_s, wl_n, wl_c, esc_d, is_end, state_rule, rule_escape, ret_ptr, ret_state, call_ptr,
+             call_rule, call_return, rule_start):
+    """Put the closure of the seed threads into set ``d``; False on overflow.  Sets ``esc_d[d]``
     when a thread reaches the end of an escaping rule at the frame bottom, and lowers
-    ``ws.n_nodes[1]`` to the lowest real-stack node a pop read."""
-    st, nd, cx, cnt = ws.st, ws.nd, ws.cx, ws.cnt
-    a_state, a_parent, n_nodes = ws.a_state, ws.a_parent, ws.n_nodes
-    wl_s, wl_n, wl_c = ws.wl_s, ws.wl_n, ws.wl_c
+    ``n_nodes[1]`` to the lowest real-stack node a pop read.  (Arrays, not the NamedTuples: a
+    call with NamedTuple arguments costs about 100 ns in numba.)"""
     cap = st.shape[1]
     wcap = wl_s.shape[0]
     w = 0
     for i in range(nseeds):
-        wl_s[w] = ws.seeds_s[i]
-        wl_n[w] = ws.seeds_n[i]
-        wl_c[w] = ws.seeds_c[i]
+        wl_s[w] = seeds_s[i]
+        wl_n[w] = seeds_n[i]
+        wl_c[w] = seeds_c[i]
         w += 1
     cnt[d] = 0
-    esc = ws.esc[d - 1] if d > 0 else 0
+    esc = esc_d[d - 1] if d > 0 else 0
     while w > 0:
         w -= 1
         s = wl_s[w]
@@ -167,7 +167,7 @@ def _closure(A, ws, d, nseeds, node_lo, n_stack, expand):
         nd[d, cnt[d]] = n
         cx[d, cnt[d]] = c
         cnt[d] += 1
-        if A.is_end[s]:
+        if is_end[s]:
             if n >= 0:
                 if w >= wcap:
                     return False
@@ -178,70 +178,123 @@ def _closure(A, ws, d, nseeds, node_lo, n_stack, expand):
                 wl_c[w] = c
                 w += 1
             elif expand:
-                r = A.state_rule[s]
-                if A.rule_escape[r]:
+                r = state_rule[s]
+                if rule_escape[r]:
                     esc = 1
                 else:
-                    for e in range(A.ret_ptr[r], A.ret_ptr[r + 1]):
+                    for e in range(ret_ptr[r], ret_ptr[r + 1]):
                         if w >= wcap:
                             return False
-                        wl_s[w] = A.ret_state[e]
+                        wl_s[w] = ret_state[e]
                         wl_n[w] = -1
                         wl_c[w] = 1
                         w += 1
-        for e in range(A.call_ptr[s], A.call_ptr[s + 1]):
-            k = _node(a_state, a_parent, n_nodes, node_lo, A.call_return[e], n)
+        for e in range(call_ptr[s], call_ptr[s + 1]):
+            k = _node(a_state, a_parent, n_nodes, node_lo, call_return[e], n)
             if k < 0 or w >= wcap:
                 return False
-            wl_s[w] = A.rule_start[A.call_rule[e]]
+            wl_s[w] = rule_start[call_rule[e]]
             wl_n[w] = k
             wl_c[w] = c
             w += 1
-    ws.esc[d] = esc
+    esc_d[d] = esc
     return True
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _single(A, ws, d, t, n, c, expand):
+@njit(cache=True, nogil=True)
+def _single(d, t, n, c, expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
     """Make set ``d + 1`` the one thread (t, n, c) when that needs no closure: ``t`` has no calls
-    and is simple, or an end whose pop can wait (inside a call: ``ws.lazy``), or the end of an
+    and is simple, or an end whose pop can wait (inside a call: ``lazy``), or the end of an
     escaping rule at the frame bottom, or an end at the bottom of a real stack.  False otherwise."""
-    esc = ws.esc
     lz = 0
-    if A.simple[t]:
+    if simple[t]:
         esc[d + 1] = esc[d]
-    elif A.call_ptr[t] != A.call_ptr[t + 1]:
+    elif call_ptr[t] != call_ptr[t + 1]:
         return False
     elif n >= 0:
         lz = 1
         esc[d + 1] = esc[d]
     elif not expand:
         esc[d + 1] = esc[d]
-    elif A.rule_escape[A.state_rule[t]]:
+    elif rule_escape[state_rule[t]]:
         esc[d + 1] = 1
     else:
         return False
-    ws.st[d + 1, 0] = t
-    ws.nd[d + 1, 0] = n
-    ws.cx[d + 1, 0] = c
-    ws.cnt[d + 1] = 1
-    ws.lazy[d + 1] = lz
+    st[d + 1, 0] = t
+    nd[d + 1, 0] = n
+    cx[d + 1, 0] = c
+    cnt[d + 1] = 1
+    lazy[d + 1] = lz
     return True
 
 
 @njit(cache=True, nogil=True)
-def _loop_bytes(A, class_bytes, s, r, loops):
+def _loop_bytes(trans, class_bytes, s, r, loops):
     """Into ``loops``, the bytes that keep a thread on state ``s`` and that state ``r`` (a pop not
     written out; -1 for none) cannot read; returns how many."""
     for k in range(4):
         loops[k] = 0
     n = 0
-    for c in range(A.trans.shape[1]):
-        if A.trans[s, c] == s and (r < 0 or A.trans[r, c] < 0):
+    for c in range(trans.shape[1]):
+        if trans[s, c] == s and (r < 0 or trans[r, c] < 0):
             for k in range(4):
                 loops[k] |= class_bytes[c, k]
             n += 1
     return n
+
+
+@njit(cache=True, nogil=True)
+def _utf8_loops(trans, byte_class, s, r):
+    """True when every multi-byte UTF-8 character leads from state ``s`` back to ``s`` (and state
+    ``r``, a pop not written out, if >= 0, reads no lead byte): then a whole-UTF-8 token whose
+    ASCII bytes loop on ``s`` stays on ``s``."""
+    for lead in range(0xC2, 0xF5):
+        c = byte_class[lead]
+        if r >= 0 and trans[r, c] >= 0:
+            return False
+        t = trans[s, c]
+        if t < 0:
+            return False
+        lo, hi = 0x80, 0xBF
+        if lead == 0xE0:
+            lo = 0xA0
+        elif lead == 0xED:
+            hi = 0x9F
+        elif lead == 0xF0:
+            lo = 0x90
+        elif lead == 0xF4:
+            hi = 0x8F
+        ncont = 1 if lead < 0xE0 else 2 if lead < 0xF0 else 3
+        # the states after the first continuation byte (few distinct), then the rest
+        prev = -1
+        for b in range(lo, hi + 1):
+            t2 = trans[t, byte_class[b]]
+            if t2 < 0:
+                return False
+            if t2 == prev:
+                continue
+            prev = t2
+            if not _conts_reach(trans, byte_class, t2, ncont - 1, s):
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _conts_reach(trans, byte_class, t, k, s):
+    """Every sequence of ``k`` continuation bytes leads from ``t`` to ``s``."""
+    if k == 0:
+        return t == s
+    prev = -1
+    for b in range(0x80, 0xC0):
+        t2 = trans[t, byte_class[b]]
+        if t2 < 0:
+            return False
+        if t2 == prev:
+            continue
+        prev = t2
+        if not _conts_reach(trans, byte_class, t2, k - 1, s):
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -265,10 +318,16 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     Returns how many frames of ``stack`` (from the top) some pop read: a stack that agrees with
     this one on that many top frames gets the same answer for every token.
     """
+    # unpacked once: numba passes NamedTuples to helpers slowly
     st, nd, cx, cnt, a_state, a_parent, n_nodes, a_top = ws.st, ws.nd, ws.cx, ws.cnt, ws.a_state, ws.a_parent, \
         ws.n_nodes, ws.a_top
-    trans, byte_class, simple = A.trans, A.byte_class, A.simple
-    data, offsets, lcp, skip, bytesets = T.data, T.offsets, T.lcp, T.skip, T.bytesets
+    seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, lazy = ws.seeds_s, ws.seeds_n, ws.seeds_c, ws.wl_s, ws.wl_n, \
+        ws.wl_c, ws.esc, ws.lazy
+    trans, byte_class, simple, is_end, state_rule, rule_escape = A.trans, A.byte_class, A.simple, A.is_end, \
+        A.state_rule, A.rule_escape
+    ret_ptr, ret_state, call_ptr, call_rule, call_return, rule_start = A.ret_ptr, A.ret_state, A.call_ptr, \
+        A.call_rule, A.call_return, A.rule_start
+    data, offsets, lcp, skip, bytesets, whole_utf8 = T.data, T.offsets, T.lcp, T.skip, T.bytesets, T.whole_utf8
     n_stack = stack.shape[0]
     if n_stack > a_state.shape[0] // 2:
         for j in range(cand.shape[0]):
@@ -281,15 +340,16 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         top = k
     n_nodes[0] = n_stack
     n_nodes[1] = n_stack
-    ws.seeds_s[0] = start_state
-    ws.seeds_n[0] = top
-    ws.seeds_c[0] = 0
-    if not _closure(A, ws, 0, 1, n_nodes[0], n_stack, expand):
+    seeds_s[0] = start_state
+    seeds_n[0] = top
+    seeds_c[0] = 0
+    if not _closure(0, 1, n_nodes[0], n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
+            seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
+            ret_state, call_ptr, call_rule, call_return, rule_start):
         for j in range(cand.shape[0]):
             out[j] = TOKEN_OVERFLOW
         return n_stack
-    esc = ws.esc
-    ws.lazy[0] = 0
+    lazy[0] = 0
     a_top[0] = n_nodes[0]
     valid = 0  # depths 0..valid hold the sets of the previous token's prefix
     dead_at = -1  # the previous token's prefix of this length (>0) died ...
@@ -305,21 +365,27 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     # accepted by the start thread (it never leaves the state), with no walk
     loops = np.zeros(4, dtype=np.uint64)
     nloops = 0
+    utf8 = False
     if full:
         for b in range(256):
             if trans[start_state, byte_class[b]] == start_state:
                 loops[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
                 nloops += 1
-    # the same for the first depth >= 1 of the current prefix that holds one thread (kdepth)
+        utf8 = nloops > 0 and _utf8_loops(trans, byte_class, start_state, -1)
+    # the same for a one-thread depth >= 1 of the current prefix
     class_bytes = np.zeros((trans.shape[1], 4), dtype=np.uint64)
     if full:
         for b in range(256):
             class_bytes[byte_class[b], b >> 6] |= np.uint64(1) << np.uint64(b & 63)
     loopsk = np.zeros(4, dtype=np.uint64)
-    nloopsk = 0  # > 0: loopsk holds bytes; 0: not computed for this prefix; -1: none there
+    nloopsk = 0  # > 0: loopsk holds the loop bytes of the one thread at depth kdepth
     kdepth = 0
-    kstate = -1
-    kret = -1
+    utf8k = False
+    lbytes = np.zeros(4, dtype=np.uint64)  # the loop bytes of the last one-thread state looked at
+    lstate = -1
+    lret = -1
+    lcount = 0
+    lutf8 = False
     j = -1
     while True:
         j += 1
@@ -345,12 +411,15 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
             while common < lim and data[a + common] == data[pa + common]:
                 common += 1
         if full and (nloops > 0 and (bytesets[i, 0] & ~loops[0]) == 0 and (bytesets[i, 1] & ~loops[1]) == 0
-                     and (bytesets[i, 2] & ~loops[2]) == 0 and (bytesets[i, 3] & ~loops[3]) == 0
+                     and ((bytesets[i, 2] & ~loops[2]) == 0 and (bytesets[i, 3] & ~loops[3]) == 0
+                          or utf8 and whole_utf8[i])
                      or nloopsk > 0 and common >= kdepth and valid >= kdepth
                      and (bytesets[i, 0] & ~loopsk[0]) == 0 and (bytesets[i, 1] & ~loopsk[1]) == 0
-                     and (bytesets[i, 2] & ~loopsk[2]) == 0 and (bytesets[i, 3] & ~loopsk[3]) == 0):
-            # every byte loops on the start state, or: the shared prefix leads to one thread on a
-            # state on which every byte of the token (the prefix's included) loops
+                     and ((bytesets[i, 2] & ~loopsk[2]) == 0 and (bytesets[i, 3] & ~loopsk[3]) == 0
+                          or utf8k and whole_utf8[i])):
+            # every byte loops on the start state (or its ASCII bytes do and its other characters
+            # are whole and every such character loops), or: the shared prefix leads to one thread
+            # on a state on which the same holds for every byte of the token
             out[j] = TOKEN_ACCEPTED
             valid = min(valid, common)  # the next token shares with the last walked one at most this
             dead_at = -1
@@ -371,26 +440,34 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         n_nodes[0] = a_top[d]
         result = -1
         while d < ln:
-            if nloopsk == 0 and full and d >= 1 and cnt[d] == 1 and cx[d, 0] == 0:
+            if full and d >= 1 and cnt[d] == 1 and cx[d, 0] == 0 and (data[a + d] >= 0xC2 or trans[st[d, 0], byte_class[data[a + d]]] == st[d, 0]):
+                # one thread, whose next byte loops (or starts a character): when every byte of the token loops on its state, the rest of the
+                # token stays there: accepted, and so is every later token with this prefix whose
+                # bytes loop there too (armed as kdepth / loopsk)
                 r = -1
-                if ws.lazy[d]:
+                if lazy[d]:
                     r = a_state[nd[d, 0]]
                     if not simple[r]:
                         r = -2
-                if r == -2:
-                    nloopsk = -1
-                elif st[d, 0] == kstate and r == kret:
-                    nloopsk = 1  # same state as last time: loopsk still holds its bytes
-                else:
-                    kstate = st[d, 0]
-                    kret = r
-                    nloopsk = _loop_bytes(A, class_bytes, kstate, r, loopsk)
-                    if nloopsk == 0:
-                        kstate = -1
-                        nloopsk = -1
-                kdepth = d
+                if r != -2:
+                    if st[d, 0] != lstate or r != lret:
+                        lstate = st[d, 0]
+                        lret = r
+                        lcount = _loop_bytes(trans, class_bytes, lstate, r, lbytes)
+                        lutf8 = lcount > 0 and _utf8_loops(trans, byte_class, lstate, r)
+                    if lcount > 0 and (bytesets[i, 0] & ~lbytes[0]) == 0 and (bytesets[i, 1] & ~lbytes[1]) == 0 \
+                            and ((bytesets[i, 2] & ~lbytes[2]) == 0 and (bytesets[i, 3] & ~lbytes[3]) == 0
+                                 or lutf8 and whole_utf8[i]):
+                        for k in range(4):
+                            loopsk[k] = lbytes[k]
+                        utf8k = lutf8
+                        nloopsk = 1
+                        kdepth = d
+                        valid = d
+                        result = TOKEN_ACCEPTED
+                        break
             b = byte_class[data[a + d]]
-            if cnt[d] == 1 and ws.lazy[d]:
+            if cnt[d] == 1 and lazy[d]:
                 # the thread sits at an end inside a call: popping reaches a_state[n], which can
                 # only matter when it reads this byte; else write the pop out now
                 n0 = nd[d, 0]
@@ -398,12 +475,14 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                 if n0 < n_stack and n0 < n_nodes[1]:
                     n_nodes[1] = n0
                 if not (simple[r] and trans[r, b] < 0):
-                    ws.lazy[d] = 0
+                    lazy[d] = 0
                     n_nodes[0] = a_top[d]
-                    ws.seeds_s[0] = st[d, 0]
-                    ws.seeds_n[0] = n0
-                    ws.seeds_c[0] = cx[d, 0]
-                    if not _closure(A, ws, d, 1, n_nodes[0], n_stack, expand):
+                    seeds_s[0] = st[d, 0]
+                    seeds_n[0] = n0
+                    seeds_c[0] = cx[d, 0]
+                    if not _closure(d, 1, n_nodes[0], n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
+                            seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
+                            ret_state, call_ptr, call_rule, call_return, rule_start):
                         over_at = d
                         valid = d - 1
                         result = TOKEN_OVERFLOW
@@ -418,7 +497,7 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                     valid = d
                     result = dead_res
                     break
-                if _single(A, ws, d, t, nd[d, 0], cx[d, 0], expand):
+                if _single(d, t, nd[d, 0], cx[d, 0], expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
                     d += 1
                     a_top[d] = n_nodes[0]
                     continue
@@ -426,9 +505,9 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
             for k in range(cnt[d]):
                 t = trans[st[d, k], b]
                 if t >= 0:
-                    ws.seeds_s[ns] = t
-                    ws.seeds_n[ns] = nd[d, k]
-                    ws.seeds_c[ns] = cx[d, k]
+                    seeds_s[ns] = t
+                    seeds_n[ns] = nd[d, k]
+                    seeds_c[ns] = cx[d, k]
                     ns += 1
             if ns == 0:
                 dead_at = d + 1
@@ -436,17 +515,19 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                 valid = d
                 result = dead_res
                 break
-            if ns == 1 and _single(A, ws, d, ws.seeds_s[0], ws.seeds_n[0], ws.seeds_c[0], expand):
+            if ns == 1 and _single(d, seeds_s[0], seeds_n[0], seeds_c[0], expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
                 d += 1
                 a_top[d] = n_nodes[0]
                 continue
-            ok = _closure(A, ws, d + 1, ns, n_nodes[0], n_stack, expand)
+            ok = _closure(d + 1, ns, n_nodes[0], n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
+                    seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
+                    ret_state, call_ptr, call_rule, call_return, rule_start)
             if not ok:
                 over_at = d + 1
                 valid = d
                 result = TOKEN_OVERFLOW
                 break
-            ws.lazy[d + 1] = 0
+            lazy[d + 1] = 0
             d += 1
             a_top[d] = n_nodes[0]
         if result < 0:

@@ -44,9 +44,10 @@ from dataclasses import dataclass
 from .errors import EmptyLanguageError, UndefinedRuleError
 from .limits import check_deadline
 from .ir import (
-    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, opt,
+    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, nonempty, nullable, opt,
     node_count, refs_of, repeat, seq, star, walk,
 )
+from .share import SHARED_PREFIX, share_repeated
 
 __all__ = ["NormalGrammar", "normalize", "ROOT", "SHARED_PREFIX"]
 
@@ -55,9 +56,6 @@ ROOT = "$root"
 _INLINE_MAX_NODES = 200
 # A counted repeat whose unrolled copies would have more IR nodes than this is split into blocks.
 REPEAT_SPLIT_SIZE = 16384
-# A piece occurring more than once whose automaton would have this many states becomes a shared rule.
-SHARE_MIN_STATES = 12
-SHARED_PREFIX = "$shared"  # names of the shared rules: $shared0, $shared1, ...
 
 
 @dataclass
@@ -77,7 +75,7 @@ def normalize(ir: GrammarIR) -> NormalGrammar:
     check_deadline()
     rules = _inline(rules)
     check_deadline()
-    rules = _share_repeated(rules)
+    rules = share_repeated(rules)
     check_deadline()
     rules = _split_long_repeats(rules)
     return NormalGrammar(rules, ir)
@@ -228,48 +226,6 @@ def _simplify(e: Expr) -> Expr:
 # ----------------------------------------------------------------------------- 3. empty strings
 
 
-def _nullable(e: Expr, null_rules: set[str]) -> bool:
-    if isinstance(e, Bytes):
-        return not e.data
-    if isinstance(e, (CharClass, ByteClass)):
-        return False
-    if isinstance(e, Seq):
-        return all(_nullable(i, null_rules) for i in e.items)
-    if isinstance(e, Alt):
-        return any(_nullable(i, null_rules) for i in e.items)
-    if isinstance(e, Repeat):
-        return e.min == 0 or _nullable(e.expr, null_rules)
-    if isinstance(e, Ref):
-        return e.name in null_rules
-    raise TypeError(f"not an IR node: {e!r}")
-
-
-def _nonempty(e: Expr) -> Expr:
-    """An expression for L(e) minus the empty string; every Ref in ``e`` must be non-nullable."""
-    if isinstance(e, Bytes):
-        return e if e.data else NOTHING
-    if isinstance(e, (CharClass, ByteClass, Ref)):
-        return e
-    if isinstance(e, Alt):
-        return alt(*(_nonempty(i) for i in e.items))
-    if isinstance(e, Seq):
-        # the first non-empty part is item i; the items before it matched the empty string
-        branches = []
-        for i, item in enumerate(e.items):
-            if not _nullable(item, set()):
-                branches.append(seq(*e.items[i:]))
-                break
-            branches.append(seq(_nonempty(item), *e.items[i + 1:]))
-        return alt(*branches)
-    if isinstance(e, Repeat):
-        inner = e.expr
-        if _nullable(inner, set()):
-            # a{m,n} with a nullable is (a minus empty){0,n}; minus the empty string: {1,n}.
-            return repeat(_nonempty(inner), 1, e.max)
-        return repeat(inner, max(e.min, 1), e.max)
-    raise TypeError(f"not an IR node: {e!r}")
-
-
 def _denull_repeats(e: Expr, memo: dict[int, Expr] | None = None) -> Expr:
     """Rewrite ``a{m,n}`` with nullable ``a`` as ``(a minus empty){0,n}``: same language, less ambiguity."""
     memo = {} if memo is None else memo
@@ -282,8 +238,8 @@ def _denull_repeats(e: Expr, memo: dict[int, Expr] | None = None) -> Expr:
         got = alt(*(_denull_repeats(i, memo) for i in e.items))
     elif isinstance(e, Repeat):
         inner = _denull_repeats(e.expr, memo)
-        if _nullable(inner, set()):
-            got = repeat(_nonempty(inner), 0, e.max)
+        if nullable(inner, set()):
+            got = repeat(nonempty(inner), 0, e.max)
         else:
             got = repeat(inner, e.min, e.max)
     else:
@@ -298,14 +254,14 @@ def _remove_empty(rules: dict[str, Expr], start: str) -> dict[str, Expr]:
     while changed:
         changed = False
         for name, body in rules.items():
-            if name not in null and _nullable(body, null):
+            if name not in null and nullable(body, null):
                 null.add(name)
                 changed = True
     out: dict[str, Expr] = {}
     for name, body in rules.items():
         body = _map_refs(body, lambda r: opt(r) if r.name in null else r)
         body = _denull_repeats(_simplify(body))
-        out[name] = body if name == ROOT else _nonempty(body)
+        out[name] = body if name == ROOT else nonempty(body)
     # A rule whose only string was the empty string is now the empty language: drop its calls.
     dead = {n for n, b in out.items() if b == NOTHING and n != ROOT}
     while dead:
@@ -325,7 +281,7 @@ def _left_corners(e: Expr) -> set[str]:
         out: set[str] = set()
         for i in e.items:
             out |= _left_corners(i)
-            if not _nullable(i, set()):
+            if not nullable(i, set()):
                 break
         return out
     if isinstance(e, Alt):
@@ -347,10 +303,10 @@ def _split(e: Expr, x: str) -> tuple[Expr, Expr]:
     if isinstance(e, Seq):
         head, rest = e.items[0], seq(*e.items[1:])
         r1, n1 = _split(head, x)
-        if not _nullable(head, set()):
+        if not nullable(head, set()):
             return seq(r1, rest), seq(n1, rest)
         r2, n2 = _split(rest, x)
-        return alt(seq(r1, rest), r2), alt(seq(_nonempty(n1), rest), n2)
+        return alt(seq(r1, rest), r2), alt(seq(nonempty(n1), rest), n2)
     if isinstance(e, Repeat):
         tail = repeat(e.expr, max(e.min - 1, 0), None if e.max is None else e.max - 1)
         r1, n1 = _split(seq(e.expr, tail), x)
@@ -472,101 +428,6 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     return {n: b for n, b in out.items() if n in used}
 
 
-# ----------------------------------------------------------------------------- 6. shared pieces
-
-
-def _share_repeated(rules: dict[str, Expr]) -> dict[str, Expr]:
-    """Turn pieces that occur more than once into shared rules (see the module docstring).
-
-    Pieces are chosen top-down, and neither a chosen piece's body nor the body of a repetition is
-    searched for smaller ones: a call there (an escape sequence inside a string) would cost a stack
-    push at every round.  A choice that ends up used once is written back inline."""
-    states: dict[int, int] = {}
-
-    def size(e: Expr) -> int:  # an estimate of the automaton states of e, memoised per node
-        k = id(e)
-        got = states.get(k)
-        if got is None:
-            if isinstance(e, Bytes):
-                got = len(e.data)
-            elif isinstance(e, (Seq, Alt)):
-                got = sum(size(i) for i in e.items)
-            elif isinstance(e, Repeat):
-                got = size(e.expr) * max(e.max if e.max is not None else e.min, 1)
-            else:
-                got = 1
-            states[k] = got
-        return got
-
-    def candidate(e: Expr) -> bool:
-        if not isinstance(e, (Seq, Alt, Repeat)) or size(e) < SHARE_MIN_STATES:
-            return False
-        if isinstance(e, Repeat) and (isinstance(e.expr, (CharClass, ByteClass))
-                                      or isinstance(e.expr, Bytes) and len(e.expr.data) == 1):
-            return False
-        return True
-
-    chosen: dict[Expr, str] = {}
-
-    def count_visible() -> dict[Expr, int]:
-        counts: dict[Expr, int] = {}
-        bodies = list(rules.values()) + list(chosen)
-        stack: list[tuple[Expr, bool]] = [(b, True) for b in bodies]
-        while stack:
-            e, is_body = stack.pop()
-            if not is_body and e in chosen:
-                counts[e] = counts.get(e, 0) + 1
-                continue
-            if isinstance(e, (Seq, Alt, Repeat)):
-                if not is_body:
-                    counts[e] = counts.get(e, 0) + 1
-                kids = e.items if isinstance(e, (Seq, Alt)) else (e.expr,)
-                stack.extend((k, False) for k in kids)
-        return counts
-
-    counts = count_visible()
-    stack = [k for b in rules.values()
-             for k in (b.items if isinstance(b, (Seq, Alt)) else (b.expr,) if isinstance(b, Repeat) else ())]
-    while stack:
-        e = stack.pop()
-        if e in chosen:
-            continue
-        if counts.get(e, 0) >= 2 and candidate(e):
-            chosen[e] = f"{SHARED_PREFIX}{len(chosen)}"
-            continue
-        if isinstance(e, (Seq, Alt)):
-            stack.extend(e.items)
-        elif isinstance(e, Repeat) and e.max is not None and e.max <= 1:
-            stack.append(e.expr)  # a call inside a loop would push at every round: not below one
-    if not chosen:
-        return rules
-    counts = count_visible()
-    chosen = {e: n for e, n in chosen.items() if counts.get(e, 0) >= 2}
-
-    done: dict[int, Expr] = {}
-
-    def rewrite(e: Expr, is_body: bool = False) -> Expr:
-        if not is_body and e in chosen:
-            return opt(Ref(chosen[e])) if _nullable(e, set()) else Ref(chosen[e])
-        got = done.get(id(e))
-        if got is None:
-            if isinstance(e, Seq):
-                got = seq(*(rewrite(i) for i in e.items))
-            elif isinstance(e, Alt):
-                got = alt(*(rewrite(i) for i in e.items))
-            elif isinstance(e, Repeat):
-                got = repeat(rewrite(e.expr), e.min, e.max)
-            else:
-                got = e
-            done[id(e)] = got
-        return got
-
-    out = {n: rewrite(b, True) for n, b in rules.items()}
-    for e, name in chosen.items():
-        out[name] = _nonempty(e)  # pieces inside a piece stay inline (see above)
-    return out
-
-
 # ----------------------------------------------------------------------------- 7. long counted repeats
 
 
@@ -607,7 +468,7 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
             x = visit(e.expr)
             size = node_count(x) + sum(len(n.data) for n in walk(x) if isinstance(n, Bytes))
             longest = e.max if e.max is not None else e.min
-            if longest * size <= REPEAT_SPLIT_SIZE or any(refs_of(x)) or _nullable(x, set()):
+            if longest * size <= REPEAT_SPLIT_SIZE or any(refs_of(x)) or nullable(x, set()):
                 return repeat(x, e.min, e.max)
             rest = star(x) if e.max is None else upto(x, e.max - e.min, size)
             return seq(exact(x, e.min, size), rest)

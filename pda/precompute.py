@@ -40,7 +40,7 @@ from .automaton import Automaton
 from .kernels import (
     TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, Workspace, make_workspace, set_bits, walk_tokens,
 )
-from .normalize import SHARED_PREFIX
+from .share import SHARED_PREFIX
 from .tokenizer import TokenizerInfo
 
 __all__ = [

@@ -66,6 +66,7 @@ class TokenTrie(NamedTuple):
     lcp: np.ndarray  # int32[n]
     skip: np.ndarray  # int32[n]
     bytesets: np.ndarray  # uint64[n, 4]: the byte values in each token, as a 256-bit set
+    whole_utf8: np.ndarray  # bool[n]: the token is valid UTF-8 that starts and ends at character boundaries
 
 
 def byte_level_alphabet() -> list[str]:
@@ -537,4 +538,14 @@ def build_token_trie(token_bytes: Sequence[bytes]) -> TokenTrie:
         lcp=lcp.astype(np.int32),
         skip=pos.astype(np.int32),
         bytesets=token_bytesets(data, offsets),
+        whole_utf8=np.fromiter((_is_whole_utf8(data[offsets[i]:offsets[i + 1]].tobytes()) for i in range(n)),
+                               dtype=np.bool_, count=n),
     )
+
+
+def _is_whole_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -62,10 +63,10 @@ _DEAD = Config((), False)
 _MEMO_LIMIT = 200_000
 
 
-_TABLES: "weakref.WeakKeyDictionary[Automaton, tuple]" = weakref.WeakKeyDictionary()
+_TABLES: "weakref.WeakKeyDictionary[Automaton, tuple[Any, ...]]" = weakref.WeakKeyDictionary()
 
 
-def _tables(aut: Automaton) -> tuple:
+def _tables(aut: Automaton) -> tuple[Any, ...]:
     """The automaton as Python lists (fast to index from Python), built once per automaton."""
     got = _TABLES.get(aut)
     if got is None:

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import pda
-import pda.normalize
+import pda.share
 import pda.precompute
 from pda import BatchGrammarMatcher, GrammarCompiler, GrammarMatcher, TokenizerInfo, grammars
 
@@ -71,14 +71,14 @@ def test_shared_classes_equal_unshared_per_state_classes(tok: TokenizerInfo, dee
     shared = GrammarCompiler(tok, cache=False, precompute="lazy")
     for name, build, docs in workloads(deepseek_tokenizer):
         with monkeypatch.context() as mp:  # every piece inlined, every rule expanded: no sharing
-            mp.setattr(pda.normalize, "SHARE_MIN_STATES", 10**9)
+            mp.setattr(pda.share, "SHARE_MIN_STATES", 10**9)
             mp.setattr(pda.precompute, "ESCAPE_RETURN_SITES", 10**9)
             plain = build(GrammarCompiler(TokenizerInfo.from_huggingface(deepseek_tokenizer), cache=False,
                                           precompute="lazy"))
-        assert not any(n.startswith(pda.normalize.SHARED_PREFIX) for n in plain.grammar.automaton.rule_names)
+        assert not any(n.startswith(pda.share.SHARED_PREFIX) for n in plain.grammar.automaton.rule_names)
         a = build(shared)
         if name in ("schema", "strings"):
-            assert any(n.startswith(pda.normalize.SHARED_PREFIX) for n in a.grammar.automaton.rule_names)
+            assert any(n.startswith(pda.share.SHARED_PREFIX) for n in a.grammar.automaton.rule_names)
         for ids in docs:
             for k, (x, y) in enumerate(zip(masks_along(a, ids), masks_along(plain, ids))):
                 assert np.array_equal(x, y), f"{name}: masks differ at step {k}"

@@ -35,7 +35,6 @@ grammar, the whole DeepSeek vocabulary from a few json.gbnf starts, and more ran
 
 from __future__ import annotations
 
-import inspect
 import os
 import random
 import warnings
@@ -54,7 +53,8 @@ from pda.automaton import Automaton
 from pda.ir import Expr, Ref, alt, lit, opt, plus, seq, star
 from pda.kernels import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_REJECTED, TOKEN_UNCERTAIN, make_workspace, walk_tokens
 from pda.matcher import Config, Walker
-from pda.precompute import kernel_args, max_token_length, return_sites
+from pda.kernels import KernelAutomaton
+from pda.precompute import kernel_automaton, max_token_length, return_sites
 from pda.stack import BOTTOM, StackArena
 from pda.tokenizer import TokenTrie
 from pda.walk_reference import ClosureTooLarge, ReferenceWalk, walk_tokens_reference
@@ -117,7 +117,7 @@ class Case(NamedTuple):
     name: str
     aut: Automaton
     texts: list[bytes]  # valid texts: the real stacks, and the pieces of the longer tokens
-    args: tuple  # kernel_args(aut, return_sites(aut))
+    kernel: KernelAutomaton  # kernel_automaton(aut)
 
 
 _CASES: dict[str, Case] = {}
@@ -136,7 +136,7 @@ def case_of(name: str) -> Case:
         for t in texts:
             assert grammar.accepts(t), f"{name}: sample {t[:40]!r} is not in the grammar"
         aut = grammar.automaton
-        got = _CASES[name] = Case(name, aut, texts, kernel_args(aut, return_sites(aut)))
+        got = _CASES[name] = Case(name, aut, texts, kernel_automaton(aut))
     return got
 
 
@@ -229,25 +229,15 @@ def real_tops(case: Case, count: int) -> list[tuple[int, tuple[int, ...]]]:
 # -------------------------------------------------------------------------------- the kernel
 
 
-def _escape_parameter() -> str | None:
-    names = list(inspect.signature(walk_tokens.py_func).parameters)
-    return next((n for n in names if "escape" in n), None)
-
-
-ESCAPE_PARAM = _escape_parameter()
-
-
-def kernel_walk(case: Case, trie: TokenTrie, ws: tuple, cand: np.ndarray, state: int, stack: tuple[int, ...],
+def kernel_walk(case: Case, trie: TokenTrie, ws: Any, cand: np.ndarray, state: int, stack: tuple[int, ...],
                 expand: bool, escape_rules: frozenset[int] = frozenset()) -> np.ndarray:
-    """The kernel's codes for the sorted-trie indices ``cand`` (the one place that calls it)."""
+    """The kernel's codes for the sorted-trie indices ``cand`` (the one place that calls it); the
+    rules in ``escape_rules`` escape, no other (whatever :func:`kernel_automaton` chose)."""
     out = np.empty(cand.shape[0], dtype=np.int8)
-    extra: dict[str, Any] = {}
-    if ESCAPE_PARAM is not None:
-        escape = np.zeros(len(case.aut.rule_names), dtype=np.bool_)
-        escape[list(escape_rules)] = True
-        extra[ESCAPE_PARAM] = escape
-    walk_tokens(*case.args, trie.data, trie.offsets, trie.lcp, trie.skip, trie.bytesets, cand, state,
-                np.asarray(stack, dtype=np.int32), expand, out, ws, **extra)
+    escape = np.zeros(len(case.aut.rule_names), dtype=np.bool_)
+    escape[list(escape_rules)] = True
+    walk_tokens(case.kernel._replace(rule_escape=escape), trie, cand, state, np.asarray(stack, dtype=np.int32),
+                expand, out, ws)
     return out
 
 
@@ -445,8 +435,6 @@ def test_escape_makes_the_rest_of_the_token_irrelevant() -> None:
 
 @pytest.mark.parametrize("name", ["nested_lists", "expr", "mutual", "json.gbnf"])
 def test_kernel_escape_equals_reference(name: str) -> None:
-    if ESCAPE_PARAM is None:
-        pytest.skip("pda.kernels.walk_tokens takes no escape argument yet (no parameter named *escape*)")
     case = case_of(name)
     trie, tokens = vocab_trie(small_vocab(case))
     ws = make_workspace(max_token_length(trie))
@@ -500,7 +488,7 @@ def test_kernel_equals_reference_on_random_grammars(rules: dict[str, Expr], seed
         warnings.simplefilter("ignore")  # unused rules are expected here
         aut = G(rules, start="r0").automaton
     texts = random_texts(aut, random.Random(seed), length=16)
-    case = Case("random", aut, texts, kernel_args(aut, return_sites(aut)))
+    case = Case("random", aut, texts, kernel_automaton(aut))
     vocab = sorted({bytes(p) for n in (1, 2, 3) for p in product(b"ab()", repeat=n)}
                    | {t[a:a + 5] for t in texts for a in range(0, len(t), 3)} - {b""})
     try:

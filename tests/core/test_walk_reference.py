@@ -54,7 +54,7 @@ from pda.ir import Expr, Ref, alt, lit, opt, plus, seq, star
 from pda.kernels import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_REJECTED, TOKEN_UNCERTAIN, make_workspace, walk_tokens
 from pda.matcher import Config, Walker
 from pda.kernels import KernelAutomaton
-from pda.precompute import kernel_automaton, max_token_length, return_sites
+from pda.precompute import kernel_automaton, max_token_length
 from pda.stack import BOTTOM, StackArena
 from pda.tokenizer import TokenTrie
 from pda.walk_reference import ClosureTooLarge, ReferenceWalk, walk_tokens_reference

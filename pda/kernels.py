@@ -14,7 +14,7 @@ from numba import njit
 __all__ = [
     "run_simple", "run_simple_reference", "RUN_FAILED", "RUN_NEEDS_STACK", "RUN_END_OF_INPUT", "KernelAutomaton",
     "Workspace", "make_workspace", "walk_tokens", "set_bits", "token_bytesets", "TOKEN_REJECTED", "TOKEN_ACCEPTED",
-    "TOKEN_UNCERTAIN", "TOKEN_OVERFLOW",
+    "TOKEN_UNCERTAIN", "TOKEN_OVERFLOW", "partition_codes",
 ]
 
 RUN_FAILED = 0  # data[pos] has no edge from the returned state
@@ -544,6 +544,45 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
 
 WORD_BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
 """The int32 value of each bit of a bitmask word: ``1 << i``, bit 31 being the sign bit (-2**31)."""
+
+
+@njit(cache=True, nogil=True)
+def partition_codes(out, cand, order):
+    """(ids of the ACCEPTED tokens, sorted-trie indices of the UNCERTAIN and OVERFLOW ones) of a
+    :func:`walk_tokens` result ``out`` over ``cand``.  REJECTED is 0, so runs of rejected tokens
+    are skipped eight codes at a time."""
+    n = out.shape[0]
+    full = n - n % 8
+    words = out[:full].view(np.uint64)
+    na = 0
+    nu = 0
+    for w in range(words.shape[0]):
+        if words[w] != 0:
+            for j in range(8 * w, 8 * w + 8):
+                if out[j] == TOKEN_ACCEPTED:
+                    na += 1
+                elif out[j] != TOKEN_REJECTED:
+                    nu += 1
+    for j in range(full, n):
+        if out[j] == TOKEN_ACCEPTED:
+            na += 1
+        elif out[j] != TOKEN_REJECTED:
+            nu += 1
+    acc = np.empty(na, np.int32)
+    unc = np.empty(nu, np.int32)
+    na = 0
+    nu = 0
+    for w in range(words.shape[0] + 1):
+        if w < words.shape[0] and words[w] == 0:
+            continue
+        for j in range(8 * w, min(8 * w + 8, n)):
+            if out[j] == TOKEN_ACCEPTED:
+                acc[na] = order[cand[j]]
+                na += 1
+            elif out[j] != TOKEN_REJECTED:
+                unc[nu] = cand[j]
+                nu += 1
+    return acc, unc
 
 
 @njit(cache=True, nogil=True)

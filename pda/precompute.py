@@ -37,9 +37,7 @@ import numpy as np
 import xxhash
 
 from .automaton import Automaton
-from .kernels import (
-    TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, Workspace, make_workspace, set_bits, walk_tokens,
-)
+from .kernels import KernelAutomaton, Workspace, make_workspace, partition_codes, set_bits, walk_tokens
 from .share import SHARED_PREFIX
 from .tokenizer import TokenizerInfo
 
@@ -112,6 +110,7 @@ class TokenClasses:
         self._all = np.arange(self._trie.order.shape[0], dtype=np.int32)
         self._maxlen = max_token_length(self._trie)
         self._lock = threading.Lock()
+        self._local = threading.local()
 
     @property
     def nbytes(self) -> int:
@@ -124,8 +123,16 @@ class TokenClasses:
     def get(self, state: int) -> StateClasses:
         got = self.by_state.get(state)
         if got is None:
-            got = self._compute([state], make_workspace(self._maxlen))[0]
+            got = self._compute([state], self._workspace())[0]
         return got
+
+    def _workspace(self) -> Workspace:
+        """This thread's scratch arrays (kernels run on several threads at once).  A nested ``get``
+        (a callee's classes, asked for before the caller's walk starts) may share them."""
+        ws = getattr(self._local, "ws", None)
+        if ws is None:
+            ws = self._local.ws = make_workspace(self._maxlen)
+        return ws
 
     def _classify(self, s: int, ws: Workspace) -> StateClasses:
         """Walk the vocabulary from a bare frame holding only ``s``.
@@ -141,19 +148,20 @@ class TokenClasses:
             if self.kernel.rule_escape[r] and start != s:
                 mask = self.get(start).accepted_mask(trie.order, self.words)
                 pre = mask if pre is None else pre | mask
+        if pre is not None and pre.sum() * 2 < pre.shape[0]:
+            pre = None  # a walk of most of the vocabulary is faster over all of it (lcp skips, loops)
         if pre is not None:
             cand = self._all[~pre]
         out = np.empty(cand.shape[0], dtype=np.int8)
         walk_tokens(self.kernel, trie, cand, s, np.zeros(0, dtype=np.int32), True, out, ws)
-        acc = trie.order[cand[out == TOKEN_ACCEPTED]]
+        acc, unc = partition_codes(out, cand, trie.order)
         if pre is not None:
             acc = np.concatenate([trie.order[pre], acc])
-        unc = cand[(out == TOKEN_UNCERTAIN) | (out == TOKEN_OVERFLOW)]
         if acc.shape[0] > words:
             bits = np.zeros(words, dtype=np.int32)
             set_bits(bits, acc.astype(np.int32))
             return StateClasses(None, bits, unc)
-        return StateClasses(np.sort(acc).astype(np.int32), None, unc)
+        return StateClasses(np.sort(acc), None, unc)
 
     def _compute(self, chunk: list[int], ws: Workspace, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]
         got = []

@@ -49,11 +49,12 @@ from .ir import (
 )
 from .share import SHARED_PREFIX, share_repeated
 
-__all__ = ["NormalGrammar", "normalize", "ROOT", "SHARED_PREFIX"]
+__all__ = ["NormalGrammar", "normalize", "ROOT", "SHARED_PREFIX", "REPEAT_PREFIX"]
 
 ROOT = "$root"
 # Inline a non-recursive rule into its callers when it is called once, or when its body is small.
 _INLINE_MAX_NODES = 200
+REPEAT_PREFIX = "$rep"  # names of the block rules of long counted repeats: $rep0, $rep1, ...
 # A counted repeat whose unrolled copies would have more IR nodes than this is split into blocks.
 REPEAT_SPLIT_SIZE = 16384
 
@@ -439,7 +440,7 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
         key = (x, lo, hi)
         name = blocks.get(key)
         if name is None:
-            name = blocks[key] = f"$rep{len(blocks)}"
+            name = blocks[key] = f"{REPEAT_PREFIX}{len(blocks)}"
             out[name] = repeat(x, lo, hi)  # lo >= 1: a rule never derives the empty string
         return Ref(name)
 

@@ -14,7 +14,8 @@ uncertain tokens as sorted-trie indices, checked at run time against the real st
 
 **Shared rules and shared classes.**  Context expansion is exact but ties a state's classes to
 the places its rule is called from.  A rule that normalisation made out of a repeated piece
-(:data:`pda.normalize.SHARED_PREFIX`; every JSON string of a schema calls the same one), or any
+(:data:`pda.share.SHARED_PREFIX`; every JSON string of a schema calls the same one), a block of a
+long counted repeat (:data:`pda.normalize.REPEAT_PREFIX`), or any
 rule called from more than :data:`ESCAPE_RETURN_SITES` places, is walked without it: a token that
 can leave such a rule's frame is *uncertain* (``rule_escape``), whatever follows, and the matcher
 decides it against the real stack.  The classes of a state in such a rule then depend only on
@@ -38,6 +39,7 @@ import xxhash
 
 from .automaton import Automaton
 from .kernels import KernelAutomaton, Workspace, make_workspace, partition_codes, set_bits, walk_tokens
+from .normalize import REPEAT_PREFIX
 from .share import SHARED_PREFIX
 from .tokenizer import TokenizerInfo
 
@@ -234,7 +236,7 @@ def return_sites(aut: Automaton) -> tuple[np.ndarray, np.ndarray]:
 def kernel_automaton(aut: Automaton) -> KernelAutomaton:
     """The arrays :func:`~pda.kernels.walk_tokens` reads, with the escaping rules marked."""
     ret_ptr, ret_state = return_sites(aut)
-    escape = np.array([n.startswith(SHARED_PREFIX) for n in aut.rule_names], dtype=np.bool_)
+    escape = np.array([n.startswith((SHARED_PREFIX, REPEAT_PREFIX)) for n in aut.rule_names], dtype=np.bool_)
     escape |= np.diff(ret_ptr) > ESCAPE_RETURN_SITES
     return KernelAutomaton(aut.trans, aut.byte_class, aut.is_end, aut.call_ptr, aut.call_rule, aut.call_return,
                            aut.rule_start, aut.state_rule, ret_ptr, ret_state, aut.simple, escape)

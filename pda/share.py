@@ -99,7 +99,8 @@ def share_repeated(rules: dict[str, Expr]) -> dict[str, Expr]:
             elif isinstance(e, Alt):
                 got = alt(*(rewrite(i) for i in e.items))
             elif isinstance(e, Repeat):
-                got = repeat(rewrite(e.expr), e.min, e.max)
+                # a piece inside a loop stays inline there too (a push at every round)
+                got = repeat(rewrite(e.expr) if e.max is not None and e.max <= 1 else e.expr, e.min, e.max)
             else:
                 got = e
             done[id(e)] = got

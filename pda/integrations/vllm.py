@@ -10,8 +10,8 @@ In Python, pass the class (or its name) to the engine and name each request's co
     params = SamplingParams(max_tokens=200, extra_args={"pda": {"json_schema": schema}})
 
 Under ``vllm serve --logits-processors pda.integrations.vllm:PdaLogitsProcessor`` the
-OpenAI-compatible API takes the same dict in the request's ``vllm_xargs`` (``{"vllm_xargs":
-{"pda": {...}}}``; vLLM ≥ 0.11 accepts nested values there).  The keys are described in
+OpenAI-compatible API takes the same dict as JSON text in the request's ``vllm_xargs``, whose
+values must be flat: ``{"vllm_xargs": {"pda": "{\"json_schema\": {...}}"}}``.  The keys are described in
 :mod:`pda.integrations.vllm_constraint`: ``json_schema`` (with the JSON Schema options),
 ``grammar`` (GBNF/EBNF), ``lark``, ``regex`` or ``builtin``.  Requests without ``"pda"`` are
 untouched.

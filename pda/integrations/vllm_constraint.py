@@ -1,6 +1,6 @@
 """The constraint one vLLM request names in ``SamplingParams.extra_args["pda"]``: read, checked, compiled.
 
-The entry is a dict with exactly one source key and the options that go with it::
+The entry is a dict (or its JSON text) with exactly one source key and the options that go with it::
 
     {"json_schema": {...} or "<JSON text>", "whitespace": "compact", "strict": True, ...}
     {"grammar": "root ::= ...", "start": "root"}          # GBNF / XGrammar-style EBNF
@@ -65,7 +65,13 @@ class Constraint:
 
     @classmethod
     def from_spec(cls, spec: Any) -> Constraint:
-        """The constraint of one ``{"json_schema": ...}``-style dict (see the module docstring)."""
+        """The constraint of one ``{"json_schema": ...}``-style dict, or of its JSON text (the form
+        the OpenAI-compatible server's ``vllm_xargs`` carries: its values are flat)."""
+        if isinstance(spec, str):
+            try:
+                spec = json.loads(spec)
+            except ValueError as error:
+                raise ConstraintError(f'extra_args["pda"] is a string but not JSON text: {error}') from None
         if not isinstance(spec, Mapping):
             raise ConstraintError(
                 f'extra_args["pda"] must be a dict such as {{"json_schema": {{...}}}}, got {type(spec).__name__}')
@@ -84,7 +90,7 @@ class Constraint:
         source = spec[kind]
         if kind == "json_schema":
             if isinstance(source, (dict, bool)):
-                text = json.dumps(source, sort_keys=True)
+                text = json.dumps(source)  # key order kept: it is the order of "properties"
             elif isinstance(source, str):
                 text = source
             else:

@@ -58,10 +58,17 @@ def test_requests_without_pda_entry_have_no_constraint(extra_args) -> None:
 
 def test_entry_is_read_canonically() -> None:
     a = Constraint.from_extra_args({"pda": {"json_schema": {"type": "object", "required": ["a"]}, "strict": True}})
-    b = Constraint.from_spec({"strict": True, "json_schema": {"required": ["a"], "type": "object"}})
+    b = Constraint.from_spec({"strict": True, "json_schema": {"type": "object", "required": ["a"]}})
     assert a == b and a.kind == "json_schema" and dict(a.options) == {"strict": True}
+    # the schema's key order is kept: it is the order of the members
+    ordered = Constraint.from_spec({"json_schema": {"properties": {"b": {"const": 1}, "a": {"const": 2}},
+                                                    "required": ["a", "b"], "additionalProperties": False},
+                                    "whitespace": "compact"})
+    assert ordered.grammar().accepts('{"b":1,"a":2}') and not ordered.grammar().accepts('{"a":2,"b":1}')
     c = Constraint.from_spec({"json_schema": {"type": "string"}, "separators": [",", ":"]})
     assert dict(c.options)["separators"] == (",", ":")
+    # the server's vllm_xargs carry the entry as JSON text
+    assert Constraint.from_extra_args({"pda": '{"regex": "[0-9]+"}'}) == Constraint("regex", "[0-9]+")
 
 
 SPECS = [
@@ -97,6 +104,8 @@ def test_constraint_compiles_with_a_shared_cache(spec, good, bad, deepseek_token
 
 @pytest.mark.parametrize("spec, error, message", [
     ([1], ConstraintError, r'extra_args\["pda"\] must be a dict'),
+    ("{no", ConstraintError, r'extra_args\["pda"\] is a string but not JSON text'),
+    ("[1]", ConstraintError, r'extra_args\["pda"\] must be a dict'),
     ({}, ConstraintError, r"must name exactly one of json_schema, grammar, lark, regex, builtin; it names none"),
     ({"regex": "a", "grammar": "root ::= \"a\""}, ConstraintError, r"it names several \(regex, grammar\)|several \(grammar, regex\)"),
     ({"regex": "a", "strict": True}, ConstraintError, r"unknown option\(s\) strict for 'regex'; allowed: none"),

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("vllm", reason="vLLM is not installed: run `make test-vllm`")
+
 from cases import LARK, REGEXES, is_valid, mixed_entries, schema_entry
 
 MAX_NUM_SEQS = 4  # fewer slots than requests: rows are removed, added and moved as requests finish

@@ -20,6 +20,8 @@ from typing import Any, Iterator
 
 import pytest
 
+pytest.importorskip("vllm", reason="vLLM is not installed: run `make test-vllm`")
+
 from cases import GRAMMARS, REGEXES, is_valid, schema_entry
 
 START_TIMEOUT_S = 600

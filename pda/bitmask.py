@@ -102,7 +102,18 @@ def _shifts(device: torch.device) -> torch.Tensor:
 
 
 def _unpack(words: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Bool tensor ``[..., vocab_size]`` of the bits of ``words`` ``[..., W]`` (needs ``32 * W >= vocab_size``)."""
+    """Bool tensor ``[..., vocab_size]`` of the bits of ``words`` ``[..., W]`` (needs ``32 * W >= vocab_size``).
+
+    On CPU, numpy's ``unpackbits`` writes the bytes directly (bit ``t & 7`` of byte ``t >> 3`` is
+    token ``t`` on little-endian machines, the layout of the int32 words); elsewhere, shifts."""
+    import sys
+
+    if words.device.type == "cpu" and sys.byteorder == "little" and words.dim() in (1, 2):
+        import numpy as np
+        import torch
+
+        data = np.ascontiguousarray(words.numpy()).view(np.uint8)
+        return torch.from_numpy(np.unpackbits(data, axis=-1, count=vocab_size, bitorder="little").view(np.bool_))
     bits = (words.unsqueeze(-1) >> _shifts(words.device)) & 1
     return bits.reshape(*words.shape[:-1], words.shape[-1] * 32)[..., :vocab_size].bool()
 

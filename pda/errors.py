@@ -24,6 +24,7 @@ __all__ = [
     "SchemaTooDeep",
     "TokenizerError",
     "BitmaskError",
+    "ConstraintError",
 ]
 
 
@@ -216,3 +217,8 @@ class TokenizerError(PdaError, ValueError):
 
 class BitmaskError(PdaError, ValueError):
     """A token bitmask or logits tensor of the wrong dtype, shape or device."""
+
+
+class ConstraintError(PdaError, ValueError):
+    """A request's constraint that names no grammar, several, or an unknown or ill-typed option
+    (for example vLLM's ``SamplingParams.extra_args["pda"]``)."""

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "BITMASK_DTYPE",
+    "BITMASK_DTYPE",  # noqa: F822 - resolved on first access (module __getattr__)
     "get_bitmask_shape",
     "allocate_token_bitmask",
     "reset_token_bitmask",

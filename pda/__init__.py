@@ -22,6 +22,16 @@ from .bitmask import (
 __version__ = "0.1.0"
 
 
+def __getattr__(name: str) -> object:
+    """``pda.generate`` and ``pda.GenerationResult`` load :mod:`pda.generation` (and torch's model
+    machinery) on first use, so ``import pda`` stays light."""
+    if name in ("generate", "GenerationResult"):
+        from . import generation
+
+        return getattr(generation, name)
+    raise AttributeError(f"module 'pda' has no attribute {name!r}")
+
+
 def json_schema_to_ebnf(schema: object, **options: object) -> str:
     """The GBNF grammar pda builds for a JSON Schema (for reading and debugging)."""
     from pda.frontends.json_schema import json_schema_to_ebnf as convert
@@ -32,7 +42,7 @@ def json_schema_to_ebnf(schema: object, **options: object) -> str:
 __all__ = [
     "Grammar", "ByteMatcher", "GrammarMatcher", "GrammarCompiler", "CompiledGrammar", "TokenizerInfo", "VocabType",
     "allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_to_bool", "bool_to_bitmask",
-    "get_bitmask_shape", "reset_token_bitmask", "json_schema_to_ebnf", "PdaError", "GrammarError", "GrammarSyntaxError", "UndefinedRuleError",
+    "get_bitmask_shape", "reset_token_bitmask", "json_schema_to_ebnf", "generate", "GenerationResult", "PdaError", "GrammarError", "GrammarSyntaxError", "UndefinedRuleError",
     "EmptyLanguageError", "RegexError", "UnsupportedRegexError", "SchemaError", "UnsupportedSchemaError",
     "ValidationError", "LimitExceededError", "TokenizerError", "__version__",
 ]

@@ -14,7 +14,53 @@ from typing import Any
 
 from .errors import PdaError
 
-__all__ = ["deepseek_tokenizer", "random_llama", "early_exit_draft", "cached_models"]
+__all__ = ["deepseek_tokenizer", "random_llama", "early_exit_draft", "cached_models", "Biased", "closing_bias"]
+
+CLOSERS = b'"}]);'
+"""First bytes of the tokens :func:`closing_bias` favours: they close strings, objects, lists, calls
+and statements."""
+
+KEYWORDS = frozenset({b"FROM", b"from", b"WHERE", b"where", b"LIMIT", b"limit"})
+"""Keywords :func:`closing_bias` favours: they move an SQL query on toward its end."""
+
+
+def closing_bias(token_bytes: list[bytes], strength: float = 10.0) -> Any:
+    """A logit bias: ``+strength`` for tokens whose first non-blank byte is one of :data:`CLOSERS`
+    or that are a space and one of :data:`KEYWORDS`, ``-strength`` for tokens of
+    blanks only, 0 for the rest."""
+    import torch
+
+    bias = torch.zeros(len(token_bytes))
+    for i, b in enumerate(token_bytes):
+        core = b.strip()
+        if not b:
+            continue
+        if not core:
+            bias[i] = -strength
+        elif core[0] in CLOSERS or (b[:1] == b" " and core in KEYWORDS):
+            bias[i] = strength
+    return bias
+
+
+class Biased:
+    """A causal LM whose logits get a fixed bias (such as :func:`closing_bias`): a stand-in for
+    what a trained model knows, so that a random model's strings and queries end after a few
+    tokens, as a real model's do.  The grammar's masks still decide what is allowed.
+    Calls, ``config`` and ``parameters()`` go to the wrapped model."""
+
+    def __init__(self, model: Any, bias: Any) -> None:
+        self.model = model
+        self.config = model.config
+        self.bias = bias
+
+    def parameters(self) -> Any:
+        return self.model.parameters()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.model(*args, **kwargs)
+        n = self.bias.shape[0]
+        out.logits[..., :n] += self.bias.to(out.logits.device, out.logits.dtype)
+        return out
 
 
 def deepseek_tokenizer() -> Any:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
-from .bitmask import apply_token_bitmask_inplace
 from .errors import PdaError
 
 __all__ = ["Sampler", "ModelRunner", "speculative_accept"]
@@ -36,9 +36,12 @@ class Sampler:
             self.generator.manual_seed(int(seed))
 
     def masked(self, logits: torch.Tensor, bitmask_row: torch.Tensor) -> torch.Tensor:
-        """A float32 copy of ``logits`` (1-D, on the CPU) with the disallowed tokens at -inf."""
+        """A float32 copy of ``logits`` (1-D, moved to the CPU) with the tokens that the bitmask row
+        (int32 words, bit ``t & 31`` of word ``t >> 5`` for token ``t``) does not allow at -inf."""
         out = logits.detach().to("cpu", torch.float32).clone()
-        apply_token_bitmask_inplace(out, bitmask_row)
+        words = bitmask_row.numpy() if isinstance(bitmask_row, torch.Tensor) else np.asarray(bitmask_row)
+        allowed = np.unpackbits(words.view(np.uint8), bitorder="little")[: out.shape[0]]
+        out.masked_fill_(torch.from_numpy(allowed == 0), float("-inf"))
         return out
 
     def probs(self, masked_logits: torch.Tensor) -> torch.Tensor:
@@ -60,7 +63,7 @@ class Sampler:
         """One token from distribution ``p`` (the argmax when greedy)."""
         if self.greedy:
             return int(torch.argmax(p))
-        return int(torch.multinomial(p, 1, generator=self.generator))
+        return _multinomial(p, self.generator)
 
     def uniform(self) -> float:
         return float(torch.rand((), generator=self.generator))
@@ -83,7 +86,19 @@ def speculative_accept(p: torch.Tensor, q: torch.Tensor, token: int, sampler: Sa
     total = float(residual.sum())
     if total <= 0.0:  # p == q up to rounding: any draw from p is right
         return False, sampler.draw(p)
-    return False, int(torch.multinomial(residual / total, 1, generator=sampler.generator))
+    return False, _multinomial(residual / total, sampler.generator)
+
+
+def _multinomial(p: torch.Tensor, generator: torch.Generator) -> int:
+    """One draw from ``p`` by inverting its cumulative sum (torch.multinomial over 129k entries
+    costs tens of milliseconds)."""
+    cdf = torch.cumsum(p.to(torch.float64), dim=0)
+    u = float(torch.rand((), generator=generator, dtype=torch.float64)) * float(cdf[-1])
+    i = int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True)[0])
+    i = min(i, p.shape[0] - 1)
+    while float(p[i]) <= 0.0:  # u fell on the last bucket's right edge: step back to a token with mass
+        i -= 1
+    return i
 
 
 class ModelRunner:

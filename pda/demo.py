@@ -48,15 +48,17 @@ def _schema_check(schema: dict[str, Any]) -> Any:
     return check
 
 
-def run_generation_demo(out: TextIO, *, cache: Path = DEMO_CACHE, seed: int = 0) -> bool:
-    """Print the generation demo to ``out``; True when every complete output validated."""
+def run_generation_demo(out: TextIO, *, cache: Path = DEMO_CACHE, seed: int = 0, hidden: int = 128,
+                        layers: int = 4) -> bool:
+    """Print the generation demo to ``out``; True when every complete output validated.  ``hidden``
+    and ``layers`` size the model built on first use (the tests build a smaller one)."""
     import pda
     from pda.generation import tokenizer_info
     from pda.models import Biased, cached_models, closing_bias
 
     t0 = time.perf_counter()
     built = not any(cache.glob("built-*"))
-    target, draft, tokenizer = cached_models(cache)
+    target, draft, tokenizer = cached_models(cache, hidden=hidden, layers=layers)
     params = sum(p.numel() for p in target.parameters())
     bias = closing_bias(tokenizer_info(tokenizer, target.config.vocab_size)[0].token_bytes)
     target, draft = Biased(target, bias), Biased(draft, bias)

@@ -17,8 +17,8 @@ The loop, per step:
    of the matcher (stopping early where text is forced), the target scores them all in one
    forward pass, and :func:`pda.sampling.speculative_accept` keeps a prefix and draws one more
    token, so the output follows the target's masked distribution (greedy: exactly the greedy text);
-4. jump-forward: the text the grammar forces next is appended, retokenised at the boundary; it
-   reaches the model with the next forward pass.
+0. (first, at every step) jump-forward: the text the grammar forces next is appended, retokenised
+   at the boundary; it reaches the model with the next forward pass.
 
 torch and transformers are imported here, never by ``import pda``.
 """
@@ -189,6 +189,10 @@ class _Decoder:
 
     def run(self) -> None:
         while len(self.out) < self.max_new:
+            if self.jump is not None:
+                self.jump.apply(self.matcher, self.out, self.forced, self.max_new)
+                if len(self.out) >= self.max_new:
+                    return
             kind, token = self._trivial(self.matcher, 0)
             if kind == "end":
                 self.stopped_by = "end_of_grammar" if self.matcher.is_completed() else "dead_end"
@@ -204,8 +208,6 @@ class _Decoder:
                 p = self.sampler.probs(self.sampler.masked(logits, self.masks.bitmask[0]))
                 if self._take(self.sampler.draw(p)):
                     return
-            if self.jump is not None:
-                self.jump.apply(self.matcher, self.out, self.forced, self.max_new)
 
     def _speculate(self) -> bool:
         """One draft-and-verify round from the current state (mask row 0 already filled)."""

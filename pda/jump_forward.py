@@ -8,9 +8,11 @@ matcher is rolled back past the old tokens, and the new ones are accepted instea
 
 * the window of old tokens starts at a UTF-8 character boundary (a partial UTF-8 token is re-encoded
   together with the rest of its character);
-* the last new token is held back when a longer vocabulary token starts with its bytes (forced text
-  that ends mid-token, such as ``{"name": "``): the model then picks it, or a longer token that
-  goes on past the forced text, under the grammar's mask at the next step;
+* the last new token is held back when the grammar allows a longer token that starts with its
+  bytes (forced text that ends mid-token, such as ``{"name": "``, where `` "`` may go on into the
+  name): the model then picks it, or a longer token that goes on past the forced text, under the
+  grammar's mask at the next step (unless the tokens before it would no longer cover the text
+  that was sampled);
 * new tokens past the ``max_new_tokens`` budget are dropped.
 
 Uses the matcher only through its public API (rollback, accept_token, find_jump_forward_string).
@@ -19,21 +21,27 @@ Uses the matcher only through its public API (rollback, accept_token, find_jump_
 from __future__ import annotations
 
 import weakref
+from bisect import bisect_left
 from typing import Any
 
+import numpy as np
+
+from .bitmask import allocate_token_bitmask
 from .matcher import GrammarMatcher
 from .tokenizer import TokenizerInfo
 
 __all__ = ["JumpForward"]
 
-_PREFIXES: "weakref.WeakKeyDictionary[TokenizerInfo, frozenset[bytes]]" = weakref.WeakKeyDictionary()
+_SORTED: "weakref.WeakKeyDictionary[TokenizerInfo, tuple[list[bytes], np.ndarray]]" = weakref.WeakKeyDictionary()
 
 
-def _proper_prefixes(info: TokenizerInfo) -> frozenset[bytes]:
-    """Every byte string that is a proper prefix of some token (built once per tokenizer)."""
-    got = _PREFIXES.get(info)
+def _sorted_tokens(info: TokenizerInfo) -> tuple[list[bytes], np.ndarray]:
+    """The tokens' bytes in lexicographic order and their ids (built once per tokenizer): the tokens
+    that extend a byte string form one range of it."""
+    got = _SORTED.get(info)
     if got is None:
-        got = _PREFIXES[info] = frozenset(b[:i] for b in info.token_bytes for i in range(1, len(b)))
+        ids = sorted((i for i, b in enumerate(info.token_bytes) if b), key=info.token_bytes.__getitem__)
+        got = _SORTED[info] = ([info.token_bytes[i] for i in ids], np.array(ids, dtype=np.int64))
     return got
 
 
@@ -48,7 +56,23 @@ class JumpForward:
         self.tokenizer = hf_tokenizer
         self.token_bytes = info.token_bytes
         self.special = frozenset(info.special_token_ids)
-        self.prefixes = _proper_prefixes(info)
+        self.sorted_bytes, self.sorted_ids = _sorted_tokens(info)
+        self.bitmask = allocate_token_bitmask(1, info.vocab_size)
+
+    def extendable(self, matcher: GrammarMatcher, token: int) -> bool:
+        """True when the grammar allows, in ``matcher``'s state, a token other than ``token`` that
+        begins with ``token``'s bytes (so the model could go on past them in one token)."""
+        data = self.token_bytes[token]
+        lo = bisect_left(self.sorted_bytes, data)
+        stem = data.rstrip(b"\xff")
+        hi = bisect_left(self.sorted_bytes, stem[:-1] + bytes([stem[-1] + 1])) if stem else len(self.sorted_bytes)
+        ids = self.sorted_ids[lo:hi]
+        ids = ids[ids != token]
+        if not ids.shape[0]:
+            return False
+        matcher.fill_next_token_bitmask(self.bitmask, 0)
+        words = self.bitmask.numpy()[0]
+        return bool(((words[ids >> 5].astype(np.int64) >> (ids & 31)) & 1).any())
 
     def encode(self, data: bytes) -> list[int] | None:
         """The tokenizer's own ids for ``data`` (whole UTF-8 text), or None when they do not spell it."""
@@ -107,10 +131,12 @@ class JumpForward:
                 matcher.accept_token(t)
             return 0
         new = ids[:keep]
-        if (new and keep == len(ids) and self.token_bytes[new[-1]] in self.prefixes
-                and self._spelled(new[:-1]) >= len(window)):
-            matcher.rollback(1)  # forced text ends mid-token: the model chooses the last token
-            new = new[:-1]
+        if new and keep == len(ids) and self._spelled(new[:-1]) >= len(window):
+            matcher.rollback(1)
+            if self.extendable(matcher, new[-1]):
+                new = new[:-1]  # forced text ends mid-token: the model chooses the last token
+            else:
+                matcher.accept_token(new[-1])
         same = 0
         while same < min(len(old), len(new)) and old[same] == new[same]:
             same += 1

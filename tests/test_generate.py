@@ -73,7 +73,7 @@ def test_import_pda_loads_no_model_machinery() -> None:
     assert out.returncode == 0 and out.stdout.strip() == "GenerationResult", out.stderr
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
 def test_schema_outputs_validate_with_jump_forward_and_speculation(tok: Any, biased: tuple[Any, Any],
                                                                    seed: int) -> None:
     target, draft = biased
@@ -150,13 +150,13 @@ def _builtin(name: str) -> Grammar:
     return Grammar.from_file(grammars.path(name))
 
 
-@pytest.mark.parametrize("name", ["schema", "sql_select", "json", "arithmetic"])
+@pytest.mark.parametrize("name", ["schema", "sql_select", "json"])
 def test_greedy_speculative_equals_greedy(tok: Any, biased: tuple[Any, Any], name: str) -> None:
     target, draft = biased
     g: Any = SCHEMA if name == "schema" else _builtin(name)
-    plain = pda.generate(target, tok, g, "x", greedy=True, max_new_tokens=60)
+    plain = pda.generate(target, tok, g, "x", greedy=True, max_new_tokens=48)
     for d in (draft, target):
-        spec = pda.generate(target, tok, g, "x", greedy=True, max_new_tokens=60, draft_model=d, draft_tokens=4)
+        spec = pda.generate(target, tok, g, "x", greedy=True, max_new_tokens=48, draft_model=d, draft_tokens=4)
         assert spec.token_ids == plain.token_ids
         assert spec.stats["forward_passes"] <= plain.stats["forward_passes"]
     # the target as its own draft: every proposal is kept, about one target pass per 5 tokens
@@ -196,10 +196,10 @@ def test_speculative_sampling_matches_the_masked_target_at_a_fixed_state(tok: An
     mask = pda.allocate_token_bitmask(1, VOCAB)
     pda.GrammarMatcher(compiled).fill_next_token_bitmask(mask, 0)
     p = sampler.probs(sampler.masked(logits, mask[0]))
-    top = torch.argsort(p, descending=True)[:5].tolist()
+    top = torch.argsort(p, descending=True)[:4].tolist()
     assert float(p[top].sum()) > 0.5
     counts = dict.fromkeys(top + [-1], 0)
-    n = 400
+    n = 240
     for seed in range(n):
         r = pda.generate(target, tok, compiled, ids, seed=seed, max_new_tokens=1, draft_model=draft, draft_tokens=2,
                          jump_forward=False)
@@ -209,7 +209,7 @@ def test_speculative_sampling_matches_the_masked_target_at_a_fixed_state(tok: An
     expected[-1] = n - sum(expected.values())
     cells = [t for t in counts if expected[t] >= 5]
     chi2 = sum((counts[t] - expected[t]) ** 2 / expected[t] for t in cells)
-    assert chi2 < 20.5, (chi2, counts, expected)  # <= 5 degrees of freedom, p = 0.001
+    assert chi2 < 18.5, (chi2, counts, expected)  # <= 4 degrees of freedom, p = 0.001
 
 
 def test_cli_generate_prints_text_and_stats(tmp_path: Any, tok: Any, model: Any) -> None:
@@ -227,14 +227,3 @@ def test_cli_generate_prints_text_and_stats(tmp_path: Any, tok: Any, model: Any)
     bad = subprocess.run([sys.executable, "-m", "pda", "generate", "--model", str(tmp_path), "--regex", "a"],
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "not a Hugging Face model folder" in bad.stderr
-
-
-def test_generation_demo_validates(tmp_path: Any) -> None:
-    from io import StringIO
-
-    from pda.demo import run_generation_demo
-
-    out = StringIO()
-    assert run_generation_demo(out, cache=tmp_path / "demo", hidden=64, layers=2)
-    text = out.getvalue()
-    assert "DOES NOT VALIDATE" not in text and "every complete output validated" in text

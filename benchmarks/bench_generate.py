@@ -14,11 +14,11 @@ first layer (early exit).  Modes: ``plain`` (every token sampled, one pass each)
 (jump-forward), ``spec`` (speculation, k=4), ``jf+spec``.  Sampling at temperature 1, seeded.
 
 Each output is checked: a complete output must be accepted by its grammar, and a schema output must
-validate under ``jsonschema`` with format checking.  Writes ``generate.json`` (every run) and
+validate under ``jsonschema`` with format checking.  Writes ``generate.jsonl`` (every run, appended as each workload ends) and
 ``generate.png`` (needs matplotlib, the ``bench`` extra) under ``--out`` (default
 ``benchmarks/results``) and prints a table per family: forward passes per output token, the
 passes jump-forward saves, tokens/s.  ``--jobs N --job I`` runs every N-th schema (for parallel
-processes); ``--merge`` prints the table of several ``generate-*.json`` files.
+processes); ``--merge`` prints the table of several ``generate*.jsonl`` files.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def _validator(schema: Any) -> Any:
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def run(args: argparse.Namespace) -> list[dict[str, Any]]:
+def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
+    """Every run's row; each workload's rows are also appended to ``log`` (JSON lines) as it ends."""
     import torch
 
     torch.manual_seed(0)
@@ -97,9 +98,13 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             validator = _validator(spec) if is_schema else None
         except (PdaError, RecursionError) as exc:
             rows.append({"family": family, "id": wid, "error": f"{type(exc).__name__}: {exc}"[:200]})
+            with log.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rows[-1]) + "\n")
             continue
         except Exception as exc:  # noqa: BLE001 - a schema jsonschema itself cannot load
             rows.append({"family": family, "id": wid, "error": f"validator: {type(exc).__name__}: {exc}"[:200]})
+            with log.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rows[-1]) + "\n")
             continue
         grammar = compiled.grammar
         for seed in range(args.seeds):
@@ -121,6 +126,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                     if not row["accepted"] or row.get("valid") is False:
                         row["text"] = r.text[:2000]
                 rows.append(row)
+        with log.open("a", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in rows if r["id"] == wid and r["family"] == family)
         if n % 10 == 0:
             print(f"[{n + 1}/{len(work)}] {family} {wid}", file=sys.stderr, flush=True)
     return rows
@@ -215,18 +222,18 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--job", type=int, default=0)
     ap.add_argument("--out", default="benchmarks/results")
-    ap.add_argument("--merge", nargs="*", metavar="JSON", help="only report these result files together")
+    ap.add_argument("--merge", nargs="*", metavar="JSONL", help="only report these result files together")
     args = ap.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.merge:
-        rows = [r for f in args.merge for r in json.loads(Path(f).read_text())]
+        rows = [json.loads(line) for f in args.merge for line in Path(f).read_text().splitlines() if line]
         report(rows, out_dir)
         return
     t0 = time.perf_counter()
-    rows = run(args)
-    name = "generate.json" if args.jobs == 1 else f"generate-{args.job}.json"
-    (out_dir / name).write_text(json.dumps(rows))
+    log = out_dir / ("generate.jsonl" if args.jobs == 1 else f"generate-{args.job}.jsonl")
+    log.write_text("")
+    rows = run(args, log)
     report(rows, out_dir if args.jobs == 1 else None)
     print(f"total {time.perf_counter() - t0:.0f} s")
 

@@ -65,7 +65,7 @@ def run_generation_demo(out: TextIO, *, cache: Path = DEMO_CACHE, seed: int = 0,
     print(f"model: random Llama, {params / 1e6:.1f}M parameters, {target.config.num_hidden_layers} layers, "
           f"head dim 64, DeepSeek's {len(tokenizer):,}-token tokenizer ({'built and cached in' if built else 'loaded from'}"
           f" {cache}, {time.perf_counter() - t0:.1f} s); draft: its first layer (early exit); both with a logit "
-          f"bias toward tokens that close values (quotes, brackets, ';', FROM/WHERE/LIMIT), so that outputs "
+          f"bias toward tokens that end values (quotes, brackets, commas, ';', FROM/WHERE/LIMIT), so that outputs "
           f"end as a trained model's would", file=out)
     schema_path = Path(grammars.DIRECTORY) / "schemas" / "user_profile.json"
     schema = json.loads(schema_path.read_text(encoding="utf-8"))

@@ -16,9 +16,9 @@ from .errors import PdaError
 
 __all__ = ["deepseek_tokenizer", "random_llama", "early_exit_draft", "cached_models", "Biased", "closing_bias"]
 
-CLOSERS = b'"}]);'
-"""First bytes of the tokens :func:`closing_bias` favours: they close strings, objects, lists, calls
-and statements."""
+CLOSERS = b'"}]);,'
+"""First bytes of the tokens :func:`closing_bias` favours: they end values (strings, numbers, objects,
+lists, calls, statements)."""
 
 KEYWORDS = frozenset({b"FROM", b"from", b"WHERE", b"where", b"LIMIT", b"limit"})
 """Keywords :func:`closing_bias` favours: they move an SQL query on toward its end."""

@@ -86,6 +86,15 @@ def test_schema_outputs_validate_with_jump_forward_and_speculation(tok: Any, bia
     assert tok.decode(r.token_ids) == r.text
 
 
+@pytest.mark.parametrize("name", [p.name for p in grammars.files()])
+def test_every_bundled_grammar_gives_accepted_output(tok: Any, biased: tuple[Any, Any], name: str) -> None:
+    target, draft = biased
+    g = Grammar.from_file(grammars.DIRECTORY / name)
+    r = pda.generate(target, tok, g, "x", seed=0, max_new_tokens=64, draft_model=draft)
+    assert g.is_prefix(r.text)
+    assert not r.complete or g.accepts(r.text), r.text
+
+
 def test_sampling_is_seeded_and_reproducible(tok: Any, biased: tuple[Any, Any]) -> None:
     target, draft = biased
     runs = [pda.generate(target, tok, SCHEMA, "x", seed=s, max_new_tokens=80, draft_model=draft)

@@ -90,7 +90,7 @@ def test_schema_outputs_validate_with_jump_forward_and_speculation(tok: Any, bia
 def test_every_bundled_grammar_gives_accepted_output(tok: Any, biased: tuple[Any, Any], name: str) -> None:
     target, draft = biased
     g = Grammar.from_file(grammars.DIRECTORY / name)
-    r = pda.generate(target, tok, g, "x", seed=0, max_new_tokens=64, draft_model=draft)
+    r = pda.generate(target, tok, g, "x", seed=0, max_new_tokens=32, draft_model=draft)
     assert g.is_prefix(r.text)
     assert not r.complete or g.accepts(r.text), r.text
 
@@ -205,10 +205,10 @@ def test_speculative_sampling_matches_the_masked_target_at_a_fixed_state(tok: An
     mask = pda.allocate_token_bitmask(1, VOCAB)
     pda.GrammarMatcher(compiled).fill_next_token_bitmask(mask, 0)
     p = sampler.probs(sampler.masked(logits, mask[0]))
-    top = torch.argsort(p, descending=True)[:4].tolist()
+    top = torch.argsort(p, descending=True)[:3].tolist()
     assert float(p[top].sum()) > 0.5
     counts = dict.fromkeys(top + [-1], 0)
-    n = 240
+    n = 150
     for seed in range(n):
         r = pda.generate(target, tok, compiled, ids, seed=seed, max_new_tokens=1, draft_model=draft, draft_tokens=2,
                          jump_forward=False)
@@ -218,7 +218,7 @@ def test_speculative_sampling_matches_the_masked_target_at_a_fixed_state(tok: An
     expected[-1] = n - sum(expected.values())
     cells = [t for t in counts if expected[t] >= 5]
     chi2 = sum((counts[t] - expected[t]) ** 2 / expected[t] for t in cells)
-    assert chi2 < 18.5, (chi2, counts, expected)  # <= 4 degrees of freedom, p = 0.001
+    assert chi2 < 16.3, (chi2, counts, expected)  # <= 3 degrees of freedom, p = 0.001
 
 
 def test_cli_generate_prints_text_and_stats(tmp_path: Any, tok: Any, model: Any) -> None:

@@ -1,4 +1,4 @@
-# make demo   validate every bundled sample against its bundled grammar
+# make demo   constrained generation (JSON, SQL) with a random model cached in .cache/, then validate the samples
 # make test   lint (ruff), type-check the public API (mypy), then run the whole test suite
 # make bench  validation throughput, pda beside xgrammar
 # Each creates .venv and installs the package (editable) with the pinned constraints when needed.
@@ -73,3 +73,12 @@ bench-vllm: $(VLLM_MODEL)/config.json
 
 clean-venv-vllm:
 	rm -rf $(VLLM_VENV)
+
+# make bench-generate  generation: target forward passes and tokens/s with and without jump-forward and
+# speculation over jsonschemabench (CORPORA/jsonschemabench) and the bundled grammars, plus the guarantee
+# check (every complete output accepted; schema outputs valid under jsonschema); plot in benchmarks/results
+CORPORA ?= ../shared/corpora
+.PHONY: bench-generate
+bench-generate: $(STAMP)
+	$(PY) -c "import matplotlib" 2>/dev/null || $(PIP) -e '.[bench]'
+	$(PY) benchmarks/bench_generate.py $(CORPORA)

@@ -44,6 +44,8 @@ _EXPORTS: dict[str, str] = {
     "LimitExceededError": ".errors",
     "TokenizerError": ".errors",
     "BitmaskError": ".errors",
+    "generate": ".generation",  # loads transformers' model machinery on first use
+    "GenerationResult": ".generation",
 }
 
 
@@ -83,6 +85,7 @@ if TYPE_CHECKING:  # the names as static type checkers and IDEs should see them
         SchemaError, TokenizerError, UndefinedRuleError, UnsupportedRegexError, UnsupportedSchemaError,
         ValidationError,
     )
+    from .generation import GenerationResult, generate
     from .grammar import Grammar
     from .matcher import GrammarMatcher
     from .walker import ByteMatcher

@@ -5,7 +5,8 @@
     pda validate --regex '[0-9]+(\\.[0-9]+)?' -               # '-' (or no file) reads stdin
     pda validate --schema person.schema.json alice.json bob.json --whitespace compact
     pda list
-    pda demo
+    pda demo                                                  # generation with a random model, then the samples
+    pda generate --model DIR --schema person.json --stats     # see pda.cli_generate
 
 ``validate`` prints ``OK <file>`` for each valid input and, for an invalid one, the file, line,
 column, the offending line with a caret and the bytes that could have come there; against a JSON
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, TextIO
 
 from pda import grammars
+from pda.cli_generate import add_generate_parser, run_generate
 from pda.errors import GrammarError, LimitExceededError, SchemaError, ValidationError
 
 if TYPE_CHECKING:
@@ -85,11 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="schema (default): declared properties in schema order; any: in any order")
 
     sub.add_parser("list", help="list the bundled grammars", description="List the bundled grammars.")
-    sub.add_parser(
+    demo = sub.add_parser(
         "demo",
-        help="validate every bundled sample against its bundled grammar",
-        description="Validate every bundled sample against its bundled grammar and show one rejection.",
+        help="constrained generation with a random model, then validate every bundled sample",
+        description="Generate JSON and SQL with a random Llama over DeepSeek's tokenizer (built and cached in "
+                    ".cache/ on first run), then validate every bundled sample against its bundled grammar.",
     )
+    demo.add_argument("--samples-only", action="store_true", help="only validate the bundled samples")
+    add_generate_parser(sub)
     return parser
 
 
@@ -292,6 +297,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _validate(args, sys.stdout)
         if args.command == "list":
             return _list(sys.stdout)
+        if args.command == "generate":
+            return run_generate(args, sys.stdout, sys.stderr)
+        if not args.samples_only:
+            from pda.demo import run_generation_demo
+
+            generated = run_generation_demo(sys.stdout)
+            print("\n== bundled samples", flush=True)
+            return max(_demo(sys.stdout), EXIT_OK if generated else EXIT_INVALID)
         return _demo(sys.stdout)
     except (GrammarError, CliError, LimitExceededError) as exc:
         print(f"pda: {exc}", file=sys.stderr)

@@ -41,3 +41,9 @@ clean-venv:
 bench-masks: $(STAMP)
 	$(PY) -c "import matplotlib" 2>/dev/null || $(PIP) -e '.[bench]'
 	$(PY) benchmarks/bench_masks.py
+
+# make bench-batch  batch mask fills (1, 8, 32, 128 matchers) with pda.BatchGrammarMatcher, beside a
+# one-by-one loop and xgrammar's BatchGrammarMatcher; writes benchmarks/results/batch.json
+.PHONY: bench-batch
+bench-batch: $(STAMP)
+	$(PY) benchmarks/bench_batch.py $(BENCH_BATCH_ARGS)

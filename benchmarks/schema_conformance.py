@@ -4,10 +4,11 @@ For each schema: compile it; for each test instance, serialise it with
 ``json.dumps(data, ensure_ascii=False)``, tokenize it with DeepSeek's 129,280-token tokenizer, and
 step it through the engine's matcher token by token (fill the mask, check the token is allowed,
 accept it); at the end the stop token must be allowed.  A schema *passes* when it compiles, every
-valid instance is accepted and every invalid one is rejected.
+valid instance is accepted and every invalid one is rejected, all within ``--timeout`` seconds per
+engine (a compile past it is a compile error; instances not reached count as rejected).
 
     python benchmarks/schema_conformance.py [PATH] [--sample 150] [--seed 0] [--engines pda,xgrammar,llguidance]
-        [--out benchmarks/results/schema_conformance.json]
+        [--timeout 30] [--out benchmarks/results/schema_conformance.json]
 
 PATH defaults to ``../shared/corpora``; ``PATH/jsonschemabench/*.jsonl`` is read.  xgrammar runs
 with ``strict_mode=False, any_whitespace=True``; llguidance with flexible whitespace.  Every engine
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import signal
 import statistics
 import sys
 import time
@@ -190,6 +192,66 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(xs, q)) if xs else float("nan")
 
 
+class _Timeout(BaseException):  # not an Exception: the engines' broad handlers must not swallow it
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _Timeout()
+
+
+def run_schema(e: Engine, it: dict, encoded: list[tuple[list[int], bool]], timeout: float) -> tuple[dict, list[float]]:
+    """Compile one schema and step every instance through it, within ``timeout`` seconds (0: none).
+
+    A compile past the limit is a compile error (``Timeout``); instances past it are not run and
+    count as rejected (``timed_out`` is set).  Returns the record and every fill time."""
+    rec: dict[str, Any] = {"id": it["id"], "subset": it["id"].split("/")[0]}
+    times: list[float] = []
+    fr = fa = 0
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    t0 = time.perf_counter()
+    try:
+        try:
+            compiled = e.compile(it["schema"])
+        except _Timeout:
+            rec.update(compiled=False, error=f"Timeout: compile over {timeout:g} s")
+            return rec, times
+        except Exception as exc:  # noqa: BLE001 - any refusal of any engine is a compile error here
+            rec.update(compiled=False, error=f"{type(exc).__name__}: {str(exc)[:200]}")
+            return rec, times
+        rec["compile_s"] = time.perf_counter() - t0
+        first_done: list[float] = []  # when the first instance's first fill finished
+        k = 0
+        try:
+            for k, (tokens, valid) in enumerate(encoded):
+                try:
+                    ok = e.run(compiled, tokens, times)
+                except Exception as exc:  # noqa: BLE001 - a crash while stepping counts as a rejection
+                    ok = False
+                    rec.setdefault("step_errors", []).append(f"{type(exc).__name__}: {str(exc)[:200]}")
+                finally:
+                    if k == 0 and times:
+                        first_done.append(e.first_fill_done)
+                fr += valid and not ok
+                fa += (not valid) and ok
+            k = len(encoded)
+        except _Timeout:
+            rec["timed_out"] = True
+            fr += sum(valid for _, valid in encoded[k:])  # not run: the valid ones count as rejected
+        if times:
+            rec["ttfm_s"] = first_done[0] - t0  # compile + matcher + first fill
+        rec.update(compiled=True, false_rejects=fr, false_accepts=fa, passed=fr == 0 and fa == 0,
+                   mask_mean_us=1e6 * statistics.fmean(times) if times else None,
+                   mask_p99_us=1e6 * pct(times, 99) if times else None,
+                   mask_max_us=1e6 * max(times) if times else None, mask_times=len(times))
+        if hasattr(compiled, "mask_cache_stats"):
+            rec["mask_cache"] = compiled.mask_cache_stats()
+        return rec, times
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
 def summarize_engine(recs: list[dict], fills: list[tuple[float, str]]) -> dict[str, Any]:
     """One engine's figures over the whole sample (times in microseconds, TTFM in milliseconds)."""
     ok = [r for r in recs if r["compiled"]]
@@ -200,6 +262,7 @@ def summarize_engine(recs: list[dict], fills: list[tuple[float, str]]) -> dict[s
         "schemas": len(recs), "compiled": len(ok), "passed": sum(r["passed"] for r in ok),
         "false_rejects": sum(r["false_rejects"] for r in ok), "false_accepts": sum(r["false_accepts"] for r in ok),
         "false_accept_schemas": [r["id"] for r in ok if r["false_accepts"]],
+        "timed_out": [r["id"] for r in recs if r.get("timed_out") or str(r.get("error", "")).startswith("Timeout")],
         "fills": len(times), "mask_mean_us": 1e6 * statistics.fmean(times) if times else float("nan"),
         "mask_p50_us": 1e6 * pct(times, 50), "mask_p99_us": 1e6 * pct(times, 99),
         "slowest_fill_us": 1e6 * slow[0], "slowest_fill_schema": slow[1],
@@ -235,6 +298,8 @@ def print_summary(summary: dict[str, dict[str, Any]]) -> None:
     for name, s in summary.items():
         if s["false_accept_schemas"]:
             print(f"{name} false accepts in: {', '.join(s['false_accept_schemas'])}")
+        if s["timed_out"]:
+            print(f"{name} over the time limit in: {', '.join(s['timed_out'])}")
     mc = summary.get("pda", {}).get("mask_cache")
     if mc:
         print(f"pda mask cache: hit rate {mc['hit_rate']:.3f} ({mc['hits']} hits, {mc['misses']} misses, "
@@ -258,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engines", default="pda,xgrammar,llguidance")
     ap.add_argument("--out", default=str(RESULTS / "schema_conformance.json"),
                     help="write the summary and the per-schema results as JSON here")
+    ap.add_argument("--timeout", type=float, default=30.0,
+                    help="seconds per schema and engine, compile and instances (0: no limit)")
     ap.add_argument("--verbose", action="store_true", help="print every failing schema")
     args = ap.parse_args(argv)
 
@@ -278,38 +345,12 @@ def main(argv: list[str] | None = None) -> int:
     for e in engines:
         e.run(e.compile(WARMUP_SCHEMA), warm_tokens, [])  # load kernels / lazy setup outside the figures
         for it in items:
-            sub = it["id"].split("/")[0]
-            rec: dict[str, Any] = {"id": it["id"], "subset": sub}
-            t0 = time.perf_counter()
-            try:
-                compiled = e.compile(it["schema"])
-            except Exception as exc:  # noqa: BLE001 - any refusal of any engine is a compile error here
-                rec.update(compiled=False, error=f"{type(exc).__name__}: {str(exc)[:200]}")
-                results[e.name].append(rec)
-                continue
-            rec["compile_s"] = time.perf_counter() - t0
-            times: list[float] = []
-            fr = fa = 0
-            for k, (tokens, valid) in enumerate(encoded[it["id"]]):
-                try:
-                    ok = e.run(compiled, tokens, times)
-                except Exception as exc:  # noqa: BLE001 - a crash while stepping counts as a rejection
-                    ok = False
-                    rec.setdefault("step_errors", []).append(f"{type(exc).__name__}: {str(exc)[:200]}")
-                if k == 0 and times:
-                    rec["ttfm_s"] = e.first_fill_done - t0  # compile + matcher + first fill
-                fr += valid and not ok
-                fa += (not valid) and ok
-            rec.update(compiled=True, false_rejects=fr, false_accepts=fa, passed=fr == 0 and fa == 0,
-                       mask_mean_us=1e6 * statistics.fmean(times) if times else None,
-                       mask_p99_us=1e6 * pct(times, 99) if times else None,
-                       mask_max_us=1e6 * max(times) if times else None, mask_times=len(times))
-            if hasattr(compiled, "mask_cache_stats"):
-                rec["mask_cache"] = compiled.mask_cache_stats()
+            rec, times = run_schema(e, it, encoded[it["id"]], args.timeout)
             fills[e.name].extend((t, it["id"]) for t in times)
             results[e.name].append(rec)
-            if args.verbose and not rec["passed"]:
-                print(f"  {e.name} {it['id']}: false rejects {fr}, false accepts {fa}")
+            if args.verbose and not rec.get("passed"):
+                print(f"  {e.name} {it['id']}: {rec.get('error') or ''} false rejects {rec.get('false_rejects')}, "
+                      f"false accepts {rec.get('false_accepts')}{', timed out' if rec.get('timed_out') else ''}")
         print(f"{e.name}: done", file=sys.stderr)
 
     subsets = sorted({it["id"].split("/")[0] for it in items}) + ["ALL"]

@@ -22,7 +22,7 @@ the ratio of the mean to batch size 1's (the issue's target: 128 matchers in at 
 one, warm), and the accept time per step; pda's mask cache hit rate and bytes after the run.
 Writes ``--out`` (default ``benchmarks/results/batch.json``).  Usage::
 
-    python benchmarks/bench_batch.py [--sizes 1,8,32,128] [--steps 64] [--budget 60] [--schemas 2]
+    python benchmarks/bench_batch.py [--sizes 1,8,32,128] [--steps 64] [--budget 30] [--schemas 2]
         [--seed 0] [--grammars json,sql_select,c_like] [--threads auto] [--no-xgrammar] [--out FILE]
 
 A cold pass that has run ``--budget`` seconds takes no further step (the ``steps`` column says how
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schemas", type=int, default=2, help="JSONSchemaBench schemas (Github_medium)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--grammars", default="json,sql_select,c_like", help="bundled grammars ('' for none)")
-    ap.add_argument("--budget", type=float, default=60.0,
+    ap.add_argument("--budget", type=float, default=30.0,
                     help="seconds after which a cold pass takes no further step (the warm pass replays its steps)")
     ap.add_argument("--threads", default="auto", help="worker threads of BatchGrammarMatcher")
     ap.add_argument("--no-xgrammar", action="store_true")

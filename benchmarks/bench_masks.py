@@ -33,7 +33,7 @@ while xgrammar treats their text as ordinary text; the stop token is compared on
 mismatch is counted and printed (never hidden).  A token an engine refuses, and a next token missing
 from an engine's own mask, are reported too.  Usage::
 
-    python benchmarks/bench_masks.py [--docs N] [--seed S] [--compile-reps K] [--out DIR] [--profile]
+    python benchmarks/bench_masks.py [--docs N] [--seed S] [--compile-reps K] [--out DIR] [--only G,G] [--profile]
 
 Prints a table and writes ``DIR/masks.json`` and ``DIR/masks.png`` (default ``benchmarks/results``).
 """
@@ -370,7 +370,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     decode = tok.decode
 
     results: dict[str, Any] = {"setup_s": setup, "cases": {}, "notes": notes}
+    only = {n.strip().removesuffix(".gbnf") for n in args.only.split(",") if n.strip()} if args.only else None
     for case in build_cases(args.docs, args.seed):
+        if only is not None and case.name.removesuffix(".gbnf") not in only:
+            continue
         token_docs = [(label, hf.encode(text, add_special_tokens=False)) for label, text in case.documents]
         for label, ids in token_docs:
             text = dict(case.documents)[label]
@@ -556,6 +559,8 @@ def main() -> None:
                         help="seconds after which no further compile repetition starts (default 20)")
     parser.add_argument("--xgrammar-threads", type=int, default=8, help="xgrammar's compile threads (its default)")
     parser.add_argument("--out", type=Path, default=ROOT / "results")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated grammars to run, e.g. 'json-builtin,arithmetic,c' (default: all)")
     parser.add_argument("--profile", action="store_true", help="also cProfile pda's compile and mask loop")
     args = parser.parse_args()
     if args.docs < 0 or args.compile_reps < 1:

@@ -82,3 +82,9 @@ CORPORA ?= ../shared/corpora
 bench-generate: $(STAMP)
 	$(PY) -c "import matplotlib" 2>/dev/null || $(PIP) -e '.[bench]'
 	$(PY) benchmarks/bench_generate.py $(CORPORA)
+
+# make bench-batch  batch mask fills (1, 8, 32, 128 matchers) with pda.BatchGrammarMatcher, beside a
+# one-by-one loop and xgrammar's BatchGrammarMatcher; writes benchmarks/results/batch.json
+.PHONY: bench-batch
+bench-batch: $(STAMP)
+	$(PY) benchmarks/bench_batch.py $(BENCH_BATCH_ARGS)

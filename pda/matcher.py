@@ -4,7 +4,7 @@ A :class:`GrammarMatcher` steps a :class:`~pda.walker.Walker` configuration thro
 accepted tokens and keeps the history of configurations for rollback.  Its mask for a
 configuration is the union, over the configuration's tops, of the top state's *accepted* tokens
 (:mod:`pda.precompute`) and of those of the state's *uncertain* tokens that survive a walk on the
-real stack below the top (:func:`pda.kernels.walk_tokens` over each linear stack of the GSS).
+real stack below the top (:func:`pda.token_walk.walk_tokens` over each linear stack of the GSS).
 
 **The mask cache.**  Final rows are kept in the compiled grammar's
 :class:`~pda.cache.mask_cache.MaskCache`, shared by every matcher of that grammar.  The key of a
@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .kernels import TOKEN_ACCEPTED, TOKEN_OVERFLOW, Workspace, make_workspace, set_bits, walk_tokens
+from .kernels import set_bits
+from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, Workspace, make_workspace, walk_tokens
 from .stack import BOTTOM, StackArena
 from .walker import Config, Walker, as_bytes
 

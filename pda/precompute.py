@@ -1,7 +1,7 @@
 """Token classes per automaton state, and the masks of configurations built from them.
 
 For every state ``s`` that can be a top, :func:`precompute_classes` walks the sorted token trie
-from a bare frame holding only ``s`` (:func:`pda.kernels.walk_tokens`) and sorts the tokens:
+from a bare frame holding only ``s`` (:func:`pda.token_walk.walk_tokens`) and sorts the tokens:
 
 * **accepted** — some path consumes all the token's bytes without leaving ``s``'s frame;
 * **uncertain** — only paths that leave the frame consume it, through some place the rule can
@@ -38,7 +38,8 @@ import numpy as np
 import xxhash
 
 from .automaton import Automaton
-from .kernels import KernelAutomaton, Workspace, make_workspace, partition_codes, set_bits, walk_tokens
+from .kernels import set_bits
+from .token_walk import KernelAutomaton, Workspace, make_workspace, partition_codes, walk_tokens
 from .normalize import REPEAT_PREFIX
 from .share import SHARED_PREFIX
 from .tokenizer import TokenizerInfo
@@ -234,7 +235,7 @@ def return_sites(aut: Automaton) -> tuple[np.ndarray, np.ndarray]:
 
 
 def kernel_automaton(aut: Automaton) -> KernelAutomaton:
-    """The arrays :func:`~pda.kernels.walk_tokens` reads, with the escaping rules marked."""
+    """The arrays :func:`~pda.token_walk.walk_tokens` reads, with the escaping rules marked."""
     ret_ptr, ret_state = return_sites(aut)
     escape = np.array([n.startswith((SHARED_PREFIX, REPEAT_PREFIX)) for n in aut.rule_names], dtype=np.bool_)
     escape |= np.diff(ret_ptr) > ESCAPE_RETURN_SITES

@@ -1,4 +1,4 @@
-"""A plain-Python definition of :func:`pda.kernels.walk_tokens`, for tests to compare the kernel with.
+"""A plain-Python definition of :func:`pda.token_walk.walk_tokens`, for tests to compare the kernel with.
 
 It shares nothing with the kernel but the automaton's arrays and :func:`pda.precompute.return_sites`:
 no trie, no hash-consed stack nodes, no work shared between tokens.  Each token is walked on its
@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from .automaton import Automaton
-from .kernels import TOKEN_ACCEPTED, TOKEN_REJECTED, TOKEN_UNCERTAIN
+from .token_walk import TOKEN_ACCEPTED, TOKEN_REJECTED, TOKEN_UNCERTAIN
 from .precompute import return_sites
 
 __all__ = ["ReferenceWalk", "ClosureTooLarge", "walk_tokens_reference"]
@@ -135,7 +135,7 @@ def walk_tokens_reference(aut: Automaton, token_bytes: list[bytes], start_state:
                           stack: Sequence[int] | np.ndarray, expand: bool,
                           escape_rules: set[int] | frozenset[int] = frozenset()) -> list[int]:
     """The TOKEN_* code of every token in ``token_bytes``, walked from ``start_state`` over ``stack``
-    (return states, bottom first) as :func:`pda.kernels.walk_tokens` defines it (see the module
+    (return states, bottom first) as :func:`pda.token_walk.walk_tokens` defines it (see the module
     docstring).  Slow (Python sets, one token at a time): for tests."""
     walk = ReferenceWalk(aut, expand, escape_rules)
     start = walk.start(start_state, np.asarray(stack).tolist())

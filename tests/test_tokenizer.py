@@ -219,13 +219,14 @@ def brute_force_trie(token_bytes: list[bytes]) -> TokenTrie:
     offsets = np.cumsum([0] + [len(t) for t in toks])
     sets = np.array([[sum(1 << (b & 63) for b in set(t) if b >> 6 == w) for w in range(4)] for t in toks],
                     dtype=np.uint64).reshape(n, 4)
+    whole = np.array([_decodes(t) for t in toks], dtype=np.bool_)
     return TokenTrie(np.array(ids), np.frombuffer(b"".join(toks), np.uint8), offsets, np.array(lcp), np.array(skip),
-                     sets)
+                     sets, whole)
 
 
 def check_trie(trie: TokenTrie, want: TokenTrie) -> None:
     """Equal arrays, with the promised dtypes."""
-    for field, dtype in zip(TokenTrie._fields, [np.int32, np.uint8, np.int32, np.int32, np.int32, np.uint64]):
+    for field, dtype in zip(TokenTrie._fields, [np.int32, np.uint8, np.int32, np.int32, np.int32, np.uint64, np.bool_]):
         got = getattr(trie, field)
         assert got.dtype == dtype, field
         assert np.array_equal(got, getattr(want, field)), field
@@ -315,3 +316,11 @@ def test_from_vocab_bytes_and_smaller_vocab_size() -> None:
     assert info.special_token_ids == (2,) and info.stop_token_ids == (2,)
     assert info.vocab_type is VocabType.RAW
     assert "vocab_size=3" in repr(info)
+
+
+def _decodes(token: bytes) -> bool:
+    try:
+        token.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

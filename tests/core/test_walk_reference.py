@@ -1,6 +1,6 @@
 """The token-walk kernel equals its plain-Python definition, token by token.
 
-:func:`pda.kernels.walk_tokens` shares the work of common prefixes over the sorted token trie
+:func:`pda.token_walk.walk_tokens` shares the work of common prefixes over the sorted token trie
 (``lcp``/``skip`` for whole-vocabulary walks, a byte comparison with the previous token for a
 subset) and keeps stacks as hash-consed nodes in fixed buffers.  :func:`pda.walk_reference.walk_tokens_reference`
 walks every token on its own over plain sets of ``(state, stack tuple, cx)`` threads.  For each
@@ -51,9 +51,9 @@ from hypothesis import strategies as st
 from pda import Grammar, TokenizerInfo, grammars
 from pda.automaton import Automaton
 from pda.ir import Expr, Ref, alt, lit, opt, plus, seq, star
-from pda.kernels import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_REJECTED, TOKEN_UNCERTAIN, make_workspace, walk_tokens
+from pda.token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_REJECTED, TOKEN_UNCERTAIN, make_workspace, walk_tokens
 from pda.matcher import Config, Walker
-from pda.kernels import KernelAutomaton
+from pda.token_walk import KernelAutomaton
 from pda.precompute import kernel_automaton, max_token_length
 from pda.stack import BOTTOM, StackArena
 from pda.tokenizer import TokenTrie

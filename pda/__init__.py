@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .errors import (
     EmptyLanguageError, GrammarError, GrammarSyntaxError, LimitExceededError, PdaError, RegexError, SchemaError,
-    TokenizerError, UndefinedRuleError, UnsupportedRegexError, UnsupportedSchemaError, ValidationError,
+    SerializationError, TokenizerError, UndefinedRuleError, UnsupportedRegexError, UnsupportedSchemaError, ValidationError,
 )
 from .grammar import Grammar
 from .matcher import ByteMatcher, GrammarMatcher
@@ -34,5 +34,5 @@ __all__ = [
     "allocate_token_bitmask", "apply_token_bitmask_inplace", "bitmask_to_bool", "bool_to_bitmask",
     "get_bitmask_shape", "reset_token_bitmask", "json_schema_to_ebnf", "PdaError", "GrammarError", "GrammarSyntaxError", "UndefinedRuleError",
     "EmptyLanguageError", "RegexError", "UnsupportedRegexError", "SchemaError", "UnsupportedSchemaError",
-    "ValidationError", "LimitExceededError", "TokenizerError", "__version__",
+    "ValidationError", "LimitExceededError", "TokenizerError", "SerializationError", "__version__",
 ]

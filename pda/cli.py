@@ -6,6 +6,7 @@
     pda validate --schema person.schema.json alice.json bob.json --whitespace compact
     pda list
     pda demo
+    pda cache info | clear [--dir PATH]                      # the on-disk cache ($PDA_CACHE_DIR)
 
 ``validate`` prints ``OK <file>`` for each valid input and, for an invalid one, the file, line,
 column, the offending line with a caret and the bytes that could have come there; against a JSON
@@ -90,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="validate every bundled sample against its bundled grammar",
         description="Validate every bundled sample against its bundled grammar and show one rejection.",
     )
+    from pda.cli_cache import add_cache_parser
+
+    add_cache_parser(sub)
     return parser
 
 
@@ -294,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _validate(args, sys.stdout)
         if args.command == "list":
             return _list(sys.stdout)
+        if args.command == "cache":
+            from pda.cli_cache import run_cache
+
+            return run_cache(args, sys.stdout)
         return _demo(sys.stdout)
     except (GrammarError, CliError, LimitExceededError) as exc:
         print(f"pda: {exc}", file=sys.stderr)

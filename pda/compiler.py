@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
+import threading
 import time
+import weakref
+from pathlib import Path
 from typing import Any, Callable, Literal
 
 import xxhash
 
 from pda.cache.compile_cache import DEFAULT_MAX_BYTES, CompileCache
+from pda.cache.disk_cache import DEFAULT_DISK_MAX_BYTES, DiskCache
 
 from .automaton import DEFAULT_MAX_STATES
 from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
+from .errors import SerializationError
 from .precompute import TokenClasses, kernel_args, max_token_length, precompute_classes, return_sites
 from .stack import DEFAULT_MAX_STACK_DEPTH
 from .tokenizer import TokenizerInfo
 
-__all__ = ["GrammarCompiler", "CompiledGrammar"]
+__all__ = ["GrammarCompiler", "CompiledGrammar", "CACHE_DIR_ENV"]
 
 _PROGRESS_AFTER_S = 2.0
+CACHE_DIR_ENV = "PDA_CACHE_DIR"
+"""Environment variable: the on-disk cache directory of a :class:`GrammarCompiler` given no ``cache_dir``."""
 
 
 class CompiledGrammar:
@@ -34,6 +43,27 @@ class CompiledGrammar:
         self.trie = tokenizer_info.trie
         self.kernel_args = kernel_args(grammar.automaton, return_sites(grammar.automaton))
         self.max_token_length = max_token_length(self.trie)
+
+    _disk_key: str | None = None  # the key of its disk cache entry, when it has one
+    _disk_saved = 0  # how many states' token classes that entry holds (as far as this process knows)
+
+    def to_bytes(self) -> bytes:
+        """The grammar, its automaton and the token classes computed so far, in pda's versioned,
+        checksummed format (JSON and raw numpy arrays; see :mod:`pda.serialize`)."""
+        from .serialize import to_bytes
+
+        return to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, tokenizer_info: TokenizerInfo) -> CompiledGrammar:
+        """A grammar :meth:`to_bytes` wrote, for the same tokenizer.  Raises
+        :class:`~pda.errors.SerializationError` for another tokenizer (fingerprint), another format
+        version, or corrupted or truncated bytes.  Its masks equal the original's."""
+        from .serialize import from_bytes
+
+        if not isinstance(tokenizer_info, TokenizerInfo):
+            raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
+        return from_bytes(data, tokenizer_info)
 
     @property
     def num_states(self) -> int:
@@ -70,16 +100,36 @@ class GrammarCompiler:
     states; the rest lazily (large JSON Schemas visit few of their thousands of states).
     ``max_states``, ``max_stack_depth`` and ``max_compile_seconds`` are the limits of every
     :class:`~pda.Grammar` it builds.
+
+    ``cache_dir`` (default: the ``PDA_CACHE_DIR`` environment variable; none when unset or empty)
+    keeps compiled grammars on disk too, under the in-memory cache's keys (grammar text, options,
+    tokenizer fingerprint), at most ``cache_dir_max_bytes`` (least recently used entries go first;
+    ``None``: no bound).  A compile finds its grammar there before building it; a corrupted,
+    truncated or foreign entry is dropped and rebuilt.  Token classes computed on first use after
+    that are written back to the entry by :meth:`flush`, which also runs at interpreter exit.
     """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache: bool = True, max_states: int = DEFAULT_MAX_STATES,
                  max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_max_bytes: int | None = DEFAULT_MAX_BYTES,
                  precompute: Literal["auto", "eager", "lazy"] = "auto", eager_max_states: int = 256,
                  eager_seconds: float = 0.1,
-                 max_compile_seconds: float | None = DEFAULT_MAX_COMPILE_SECONDS) -> None:
+                 max_compile_seconds: float | None = DEFAULT_MAX_COMPILE_SECONDS,
+                 cache_dir: str | os.PathLike[str] | None = None,
+                 cache_dir_max_bytes: int | None = DEFAULT_DISK_MAX_BYTES) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
         self.tokenizer_info = tokenizer_info
+        if cache_dir is None:
+            cache_dir = os.environ.get(CACHE_DIR_ENV) or None
+        self.disk_cache: DiskCache | None = None
+        self._on_disk: dict[str, weakref.ref[CompiledGrammar]] = {}
+        self._disk_lock = threading.Lock()
+        if cache_dir is not None:
+            self.disk_cache = DiskCache(Path(cache_dir).expanduser(), cache_dir_max_bytes)
+            atexit.register(_flush_at_exit, weakref.ref(self))
+        # per-tokenizer work done once, here, rather than in the first compile
+        tokenizer_info.fingerprint  # noqa: B018
+        tokenizer_info.trie  # noqa: B018
         self._options = {"max_states": max_states, "max_stack_depth": max_stack_depth,
                          "max_compile_seconds": max_compile_seconds}
         self._cache: CompileCache[CompiledGrammar] | None = CompileCache(cache_max_bytes) if cache else None
@@ -121,8 +171,37 @@ class GrammarCompiler:
         return self._get(key, lambda: Grammar.from_json_schema(schema, **options, **self._options))
 
     def clear_cache(self) -> None:
+        """Empty the in-memory cache (the disk cache stays; ``compiler.disk_cache.clear()`` empties it)."""
         if self._cache is not None:
             self._cache.clear()
+
+    def flush(self) -> int:
+        """Write back to the disk cache the token classes computed on first use since each grammar
+        was loaded or stored there (merged with what the entry holds now); how many entries were
+        written.  Runs at interpreter exit too.  A no-op without ``cache_dir``."""
+        if self.disk_cache is None:
+            return 0
+        from .serialize import add_classes, classes_of
+
+        written = 0
+        with self._disk_lock:
+            items = list(self._on_disk.items())
+        for key, ref in items:
+            compiled = ref()
+            if compiled is None:
+                with self._disk_lock:
+                    self._on_disk.pop(key, None)
+                continue
+            if len(compiled.classes.by_state) <= compiled._disk_saved:
+                continue
+            old = self.disk_cache.get(key)
+            if old is not None:
+                arrays = classes_of(old, self.tokenizer_info.fingerprint)
+                if arrays is not None and arrays["trans"].shape == compiled.grammar.automaton.trans.shape:
+                    add_classes(compiled.classes, arrays)
+            if self._store(key, compiled):
+                written += 1
+        return written
 
     # ------------------------------------------------------------------ internals
 
@@ -130,8 +209,46 @@ class GrammarCompiler:
         key = xxhash.xxh3_128_hexdigest(f"{text_key}\x00{sorted(self._options.items())!r}\x00"
                                         f"{self.tokenizer_info.fingerprint}".encode())
         if self._cache is None:
+            return self._load_or_compile(key, build)
+        return self._cache.get(key, lambda: self._load_or_compile(key, build), lambda c: c.memory_bytes)
+
+    def _load_or_compile(self, key: str, build: Callable[[], Grammar]) -> CompiledGrammar:
+        disk = self.disk_cache
+        if disk is None:
             return self._compile(build)
-        return self._cache.get(key, lambda: self._compile(build), lambda c: c.memory_bytes)
+        t0 = time.perf_counter()
+        data = disk.get(key)
+        if data is not None:
+            from .serialize import from_bytes
+
+            try:
+                compiled = from_bytes(data, self.tokenizer_info)
+            except SerializationError:
+                disk.discard(key)  # corrupted, truncated, foreign or old: rebuild it
+            else:
+                compiled.compile_seconds = time.perf_counter() - t0
+                self._track(key, compiled, len(compiled.classes.by_state))
+                return compiled
+        compiled = self._compile(build)
+        self._store(key, compiled)
+        return compiled
+
+    def _store(self, key: str, compiled: CompiledGrammar) -> bool:
+        """Write ``compiled`` to the disk cache; False (and nothing raised) when the disk refuses."""
+        assert self.disk_cache is not None
+        saved = len(compiled.classes.by_state)
+        try:
+            self.disk_cache.put(key, compiled.to_bytes())
+        except OSError:
+            return False
+        self._track(key, compiled, saved)
+        return True
+
+    def _track(self, key: str, compiled: CompiledGrammar, saved: int) -> None:
+        compiled._disk_key = key
+        compiled._disk_saved = saved
+        with self._disk_lock:
+            self._on_disk[key] = weakref.ref(compiled)
 
     def _compile(self, build: Callable[[], Grammar]) -> CompiledGrammar:
         t0 = time.perf_counter()
@@ -151,3 +268,12 @@ class GrammarCompiler:
         if shown[0]:
             sys.stderr.write("\n")
         return CompiledGrammar(grammar, self.tokenizer_info, classes, time.perf_counter() - t0)
+
+
+def _flush_at_exit(ref: weakref.ref[GrammarCompiler]) -> None:
+    compiler = ref()
+    if compiler is not None:
+        try:
+            compiler.flush()
+        except Exception:  # noqa: BLE001 - interpreter exit: a cache write-back must not turn into a traceback
+            pass

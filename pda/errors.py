@@ -22,6 +22,7 @@ __all__ = [
     "LimitExceededError",
     "TokenizerError",
     "BitmaskError",
+    "SerializationError",
 ]
 
 
@@ -198,3 +199,8 @@ class TokenizerError(PdaError, ValueError):
 
 class BitmaskError(PdaError, ValueError):
     """A token bitmask or logits tensor of the wrong dtype, shape or device."""
+
+
+class SerializationError(PdaError, ValueError):
+    """Bytes that :meth:`pda.CompiledGrammar.from_bytes` cannot load: not a compiled grammar, another
+    format version, corrupted or truncated (checksum), or compiled for another tokenizer."""

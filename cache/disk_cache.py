@@ -43,12 +43,15 @@ class DiskCache:
             raise ValueError(f"disk cache keys are letters, digits, '-' and '_', got {key!r}")
         return self.directory / (key + SUFFIX)
 
-    def get(self, key: str) -> bytes | None:
+    def get(self, key: str) -> bytearray | None:
         """The entry's bytes (and mark it used), or None when there is none."""
         p = self.path(key)
         try:
             with open(p, "rb") as f:
-                data = f.read()
+                data = bytearray(os.fstat(f.fileno()).st_size)
+                n = f.readinto(data)
+                if n < len(data):  # shrank while read (not with os.replace): the checksum will tell
+                    del data[n:]
         except (FileNotFoundError, NotADirectoryError):
             self.misses += 1
             return None

@@ -21,6 +21,7 @@ from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .errors import SerializationError
 from .precompute import TokenClasses, kernel_args, max_token_length, precompute_classes, return_sites
+from . import serialize
 from .stack import DEFAULT_MAX_STACK_DEPTH
 from .tokenizer import TokenizerInfo
 
@@ -50,20 +51,18 @@ class CompiledGrammar:
     def to_bytes(self) -> bytes:
         """The grammar, its automaton and the token classes computed so far, in pda's versioned,
         checksummed format (JSON and raw numpy arrays; see :mod:`pda.serialize`)."""
-        from .serialize import to_bytes
-
-        return to_bytes(self)
+        return serialize.to_bytes(self)
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview, tokenizer_info: TokenizerInfo) -> CompiledGrammar:
         """A grammar :meth:`to_bytes` wrote, for the same tokenizer.  Raises
         :class:`~pda.errors.SerializationError` for another tokenizer (fingerprint), another format
         version, or corrupted or truncated bytes.  Its masks equal the original's."""
-        from .serialize import from_bytes
-
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
-        return from_bytes(data, tokenizer_info)
+        parts = serialize.from_bytes(data, tokenizer_info)
+        grammar = Grammar._restored(parts.automaton, **parts.grammar)
+        return cls(grammar, tokenizer_info, parts.classes, parts.compile_seconds)
 
     @property
     def num_states(self) -> int:
@@ -181,8 +180,6 @@ class GrammarCompiler:
         written.  Runs at interpreter exit too.  A no-op without ``cache_dir``."""
         if self.disk_cache is None:
             return 0
-        from .serialize import add_classes, classes_of
-
         written = 0
         with self._disk_lock:
             items = list(self._on_disk.items())
@@ -196,9 +193,9 @@ class GrammarCompiler:
                 continue
             old = self.disk_cache.get(key)
             if old is not None:
-                arrays = classes_of(old, self.tokenizer_info.fingerprint)
+                arrays = serialize.classes_of(old, self.tokenizer_info.fingerprint)
                 if arrays is not None and arrays["trans"].shape == compiled.grammar.automaton.trans.shape:
-                    add_classes(compiled.classes, arrays)
+                    serialize.add_classes(compiled.classes, arrays)
             if self._store(key, compiled):
                 written += 1
         return written
@@ -219,10 +216,8 @@ class GrammarCompiler:
         t0 = time.perf_counter()
         data = disk.get(key)
         if data is not None:
-            from .serialize import from_bytes
-
             try:
-                compiled = from_bytes(data, self.tokenizer_info)
+                compiled = CompiledGrammar.from_bytes(data, self.tokenizer_info)
             except SerializationError:
                 disk.discard(key)  # corrupted, truncated, foreign or old: rebuild it
             else:

@@ -103,9 +103,9 @@ class Grammar:
         raise GrammarError(f"unknown grammar format {dialect!r}", filename=str(p))
 
     @classmethod
-    def _restored(cls, automaton: Automaton, *, start: str, ebnf: str, ebnf_normalized: str, max_stack_depth: int,
+    def _restored(cls, automaton: Automaton, *, start: str, ebnf: bytes, ebnf_normalized: bytes, max_stack_depth: int,
                   json_pointers: bool) -> Grammar:
-        """A grammar read back by :mod:`pda.serialize`: its automaton and the texts of its rules.
+        """A grammar read back by :mod:`pda.serialize`: its automaton and the UTF-8 texts of its rules.
 
         It matches, validates and prints (``to_ebnf``) like the original; it holds no ``ir`` or
         ``normal`` (those are not serialised).
@@ -147,7 +147,7 @@ class Grammar:
 
     # ------------------------------------------------------------------ introspection
 
-    _texts: tuple[str, str, str] | None = None  # (start, ebnf, normalised ebnf) of a deserialised grammar
+    _texts: tuple[str, bytes, bytes] | None = None  # (start, ebnf, normalised ebnf) of a deserialised grammar
 
     @property
     def start(self) -> str:
@@ -156,7 +156,7 @@ class Grammar:
     def to_ebnf(self, *, normalized: bool = False) -> str:
         """The grammar as GBNF text: as written (default) or after normalisation."""
         if self._texts is not None:
-            return self._texts[2] if normalized else self._texts[1]
+            return (self._texts[2] if normalized else self._texts[1]).decode()
         if normalized:
             rules = self.normal.rules
             return "\n".join(f"{'root' if n == ROOT else n} ::= {to_ebnf(b)}" for n, b in rules.items()) + "\n"
@@ -164,7 +164,7 @@ class Grammar:
 
     def __repr__(self) -> str:
         a = self.automaton
-        nrules = len(self.ir.rules) if self._texts is None else len(self._texts[1].splitlines())
+        nrules = len(self.ir.rules) if self._texts is None else self._texts[1].count(b"\n")
         return (f"<pda.Grammar start={self.start!r} rules={nrules} pda_rules={len(a.rule_names)} "
                 f"states={a.num_states} classes={a.num_classes}>")
 

@@ -1,4 +1,4 @@
-"""The on-disk format of a :class:`~pda.compiler.CompiledGrammar`: a header, JSON, raw numpy arrays.
+"""The on-disk format of a :class:`~pda.compiler.CompiledGrammar` (``compiled`` below): a header, JSON, raw numpy arrays.
 
 Layout (all integers little-endian)::
 
@@ -24,20 +24,20 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import xxhash
 
 from .automaton import Automaton
 from .errors import SerializationError
-from .precompute import StateClasses
+from .precompute import StateClasses, TokenClasses
 
 if TYPE_CHECKING:
-    from .compiler import CompiledGrammar
     from .tokenizer import TokenizerInfo
 
-__all__ = ["FORMAT_VERSION", "MAGIC", "to_bytes", "from_bytes", "grammar_arrays", "read_header"]
+__all__ = ["FORMAT_VERSION", "MAGIC", "Restored", "to_bytes", "from_bytes", "grammar_arrays", "read_header", "add_classes",
+           "classes_of"]
 
 MAGIC = b"PDACG\x00\r\n"
 FORMAT_VERSION = 1
@@ -46,9 +46,11 @@ _ALIGN = 16
 _DTYPES = {"<i4", "<i8", "|u1", "|b1", "<u4"}
 _AUTOMATON_FIELDS = ("byte_class", "trans", "call_ptr", "call_rule", "call_return", "rule_start", "is_end",
                      "state_rule", "has_bytes", "simple", "push_rank")
+_OTHER_FIELDS = ("text_ebnf", "text_ebnf_normalized", "cls_state", "cls_bits_row", "cls_ids_ptr", "cls_ids", "cls_bits",
+                 "cls_unc_ptr", "cls_unc")
 
 
-def grammar_arrays(compiled: CompiledGrammar) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def grammar_arrays(compiled: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(JSON metadata, named arrays): everything :func:`from_bytes` needs to rebuild ``compiled``.
 
     Token classes: the states computed so far, as ``cls_state``; per state either a sorted id list
@@ -64,11 +66,12 @@ def grammar_arrays(compiled: CompiledGrammar) -> tuple[dict[str, Any], dict[str,
         "start": g.start,
         "json_pointers": bool(g.json_pointers),
         "max_stack_depth": g.max_stack_depth,
-        "ebnf": g.to_ebnf(),
-        "ebnf_normalized": g.to_ebnf(normalized=True),
         "compile_seconds": compiled.compile_seconds,
     }
     arrays = {name: getattr(aut, name) for name in _AUTOMATON_FIELDS}
+    # the grammar's texts as UTF-8 bytes, decoded only when asked for (JSON parsing them costs milliseconds)
+    arrays["text_ebnf"] = np.frombuffer(g.to_ebnf().encode(), dtype=np.uint8)
+    arrays["text_ebnf_normalized"] = np.frombuffer(g.to_ebnf(normalized=True).encode(), dtype=np.uint8)
     with compiled.classes._lock:
         done = sorted(compiled.classes.by_state.items())
     words = compiled.classes.words
@@ -90,7 +93,7 @@ def grammar_arrays(compiled: CompiledGrammar) -> tuple[dict[str, Any], dict[str,
     return meta, arrays
 
 
-def to_bytes(compiled: CompiledGrammar) -> bytes:
+def to_bytes(compiled: Any) -> bytes:
     """The bytes of ``compiled`` in the format described in the module docstring."""
     meta, arrays = grammar_arrays(compiled)
     index = []
@@ -136,29 +139,38 @@ def read_header(data: bytes | bytearray | memoryview) -> tuple[dict[str, Any], m
     return meta, body[8 + n:]
 
 
-def from_bytes(data: bytes | bytearray | memoryview, tokenizer_info: TokenizerInfo) -> CompiledGrammar:
-    """The :class:`CompiledGrammar` that :func:`to_bytes` wrote, for ``tokenizer_info`` (which must
-    be the tokenizer it was compiled for: same fingerprint)."""
-    from .compiler import CompiledGrammar
-    from .grammar import Grammar
-    from .precompute import TokenClasses
+class Restored(NamedTuple):
+    """What :func:`from_bytes` reads back; :meth:`pda.CompiledGrammar.from_bytes` assembles it."""
 
+    automaton: Automaton
+    grammar: dict[str, Any]  # the keyword arguments of Grammar._restored
+    classes: TokenClasses
+    compile_seconds: float
+
+
+def from_bytes(data: bytes | bytearray | memoryview, tokenizer_info: TokenizerInfo) -> Restored:
+    """The parts of the compiled grammar that :func:`to_bytes` wrote, for ``tokenizer_info`` (which
+    must be the tokenizer it was compiled for: same fingerprint).  The arrays are views into
+    ``data`` when it is writable (a ``bytearray``), else into one copy of it."""
+    if memoryview(data).readonly:
+        data = bytearray(data)  # one copy: the arrays below are views into it
     meta, raw = read_header(data)
     if meta.get("tokenizer") != tokenizer_info.fingerprint:
         raise SerializationError(f"compiled grammar was made for another tokenizer (fingerprint "
                                  f"{str(meta.get('tokenizer'))[:12]}..., this one {tokenizer_info.fingerprint[:12]}...)")
     arrays = _arrays(meta, raw)
     aut = Automaton(list(meta["rule_names"]), **{name: arrays[name] for name in _AUTOMATON_FIELDS})
-    grammar = Grammar._restored(aut, start=meta["start"], ebnf=meta["ebnf"], ebnf_normalized=meta["ebnf_normalized"],
-                                max_stack_depth=int(meta["max_stack_depth"]), json_pointers=bool(meta["json_pointers"]))
+    fields = {"start": meta["start"], "ebnf": arrays["text_ebnf"].tobytes(),
+              "ebnf_normalized": arrays["text_ebnf_normalized"].tobytes(),
+              "max_stack_depth": int(meta["max_stack_depth"]), "json_pointers": bool(meta["json_pointers"])}
     classes = TokenClasses(aut, tokenizer_info)
     if classes.words != arrays["cls_bits"].shape[1]:
         raise SerializationError("compiled grammar token classes do not fit this tokenizer's vocabulary")
     add_classes(classes, arrays)
-    return CompiledGrammar(grammar, tokenizer_info, classes, float(meta.get("compile_seconds", 0.0)))
+    return Restored(aut, fields, classes, float(meta.get("compile_seconds", 0.0)))
 
 
-def add_classes(classes: Any, arrays: dict[str, np.ndarray]) -> int:
+def add_classes(classes: TokenClasses, arrays: dict[str, np.ndarray]) -> int:
     """Put the serialised token classes of ``arrays`` into ``classes`` where it has none yet; how many."""
     st, row, ip, ids, bits, up, unc = (arrays[k] for k in ("cls_state", "cls_bits_row", "cls_ids_ptr", "cls_ids",
                                                            "cls_bits", "cls_unc_ptr", "cls_unc"))
@@ -197,12 +209,12 @@ def _arrays(meta: dict[str, Any], raw: memoryview) -> dict[str, np.ndarray]:
             dt = np.dtype(dtype)
             if offset < 0 or offset + count * dt.itemsize > len(raw):
                 raise SerializationError(f"compiled grammar array {name!r} runs past the end of the data")
-            # a copy: aligned, writable, and independent of the caller's buffer
-            out[name] = np.frombuffer(raw, dtype=dt, count=count, offset=offset).reshape(shape).copy()
+            a = np.frombuffer(raw, dtype=dt, count=count, offset=offset).reshape(shape)
+            # the numba kernels want aligned, writable arrays (else they compile another specialisation)
+            out[name] = a if a.flags.aligned and a.flags.writeable else a.copy()
     except (KeyError, TypeError, ValueError) as exc:
         raise SerializationError(f"compiled grammar metadata is malformed: {exc}") from None
-    missing = [n for n in (*_AUTOMATON_FIELDS, "cls_state", "cls_bits_row", "cls_ids_ptr", "cls_ids", "cls_bits",
-                           "cls_unc_ptr", "cls_unc") if n not in out]
+    missing = [n for n in (*_AUTOMATON_FIELDS, *_OTHER_FIELDS) if n not in out]
     if missing:
         raise SerializationError(f"compiled grammar lacks the arrays {', '.join(missing)}")
     return out

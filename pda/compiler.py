@@ -94,9 +94,13 @@ class GrammarCompiler:
 
     ``precompute`` chooses when each automaton state's token classes are computed: ``"eager"`` (all
     at compile time), ``"lazy"`` (each the first time a matcher needs it; compiles are fast and the
-    first mask in a new state pays up to a few milliseconds), or ``"auto"``: at compile time, the
-    states nearest the start, breadth first, for at most ``eager_seconds`` and ``eager_max_states``
-    states; the rest lazily (large JSON Schemas visit few of their thousands of states).
+    first mask in a new state pays up to a few milliseconds), or ``"auto"``: the states nearest the
+    start, breadth first, for at most ``eager_seconds`` and ``eager_max_states`` states; the rest
+    lazily (large JSON Schemas visit few of their thousands of states).  With
+    ``eager_background=True`` (the default) the compile classifies only the start state (what the
+    first mask needs) and returns; a background thread classifies the others (the kernel releases
+    the GIL) while the first masks are filled, so the time to the first mask holds no eager work.
+    ``eager_background=False`` classifies them all before returning.  :meth:`wait` waits for it.
     ``max_states``, ``max_stack_depth`` and ``max_compile_seconds`` are the limits of every
     :class:`~pda.Grammar` it builds.
 
@@ -104,14 +108,16 @@ class GrammarCompiler:
     keeps compiled grammars on disk too, under the in-memory cache's keys (grammar text, options,
     tokenizer fingerprint), at most ``cache_dir_max_bytes`` (least recently used entries go first;
     ``None``: no bound).  A compile finds its grammar there before building it; a corrupted,
-    truncated or foreign entry is dropped and rebuilt.  Token classes computed on first use after
-    that are written back to the entry by :meth:`flush`, which also runs at interpreter exit.
+    truncated or foreign entry is dropped and rebuilt.  A new entry is written after the eager
+    classification (in the background thread with ``eager_background``).  Token classes computed on
+    first use after that are written back to the entry by :meth:`flush`, which also runs at
+    interpreter exit.
     """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache: bool = True, max_states: int = DEFAULT_MAX_STATES,
                  max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_max_bytes: int | None = DEFAULT_MAX_BYTES,
                  precompute: Literal["auto", "eager", "lazy"] = "auto", eager_max_states: int = 256,
-                 eager_seconds: float = 0.1,
+                 eager_seconds: float = 0.1, eager_background: bool = True,
                  max_compile_seconds: float | None = DEFAULT_MAX_COMPILE_SECONDS,
                  cache_dir: str | os.PathLike[str] | None = None,
                  cache_dir_max_bytes: int | None = DEFAULT_DISK_MAX_BYTES) -> None:
@@ -137,6 +143,8 @@ class GrammarCompiler:
         self._precompute = precompute
         self._eager_max_states = eager_max_states
         self._eager_seconds = eager_seconds
+        self._eager_background = eager_background
+        self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------------ public
 
@@ -175,9 +183,10 @@ class GrammarCompiler:
             self._cache.clear()
 
     def flush(self) -> int:
-        """Write back to the disk cache the token classes computed on first use since each grammar
-        was loaded or stored there (merged with what the entry holds now); how many entries were
-        written.  Runs at interpreter exit too.  A no-op without ``cache_dir``."""
+        """Wait for background work (:meth:`wait`), then write back to the disk cache the token
+        classes computed on first use since each grammar was loaded or stored there (merged with
+        what the entry holds now); how many entries were written.  Runs at interpreter exit too."""
+        self.wait()
         if self.disk_cache is None:
             return 0
         written = 0
@@ -224,9 +233,7 @@ class GrammarCompiler:
                 compiled.compile_seconds = time.perf_counter() - t0
                 self._track(key, compiled, len(compiled.classes.by_state))
                 return compiled
-        compiled = self._compile(build)
-        self._store(key, compiled)
-        return compiled
+        return self._compile(build, key)
 
     def _store(self, key: str, compiled: CompiledGrammar) -> bool:
         """Write ``compiled`` to the disk cache; False (and nothing raised) when the disk refuses."""
@@ -245,7 +252,8 @@ class GrammarCompiler:
         with self._disk_lock:
             self._on_disk[key] = weakref.ref(compiled)
 
-    def _compile(self, build: Callable[[], Grammar]) -> CompiledGrammar:
+    def _compile(self, build: Callable[[], Grammar], key: str | None = None) -> CompiledGrammar:
+        """Build, classify as ``precompute`` says, and (with a key and a disk cache) store."""
         t0 = time.perf_counter()
         grammar = build()
         shown = [False]
@@ -258,11 +266,45 @@ class GrammarCompiler:
 
         classes = precompute_classes(grammar.automaton, self.tokenizer_info, progress,
                                      eager=self._precompute == "eager")
-        if self._precompute == "auto":
-            classes.warm(grammar.automaton, seconds=self._eager_seconds, max_states=self._eager_max_states)
         if shown[0]:
             sys.stderr.write("\n")
-        return CompiledGrammar(grammar, self.tokenizer_info, classes, time.perf_counter() - t0)
+        compiled = CompiledGrammar(grammar, self.tokenizer_info, classes, 0.0)
+        later: list[Callable[[], object]] = []
+        aut = grammar.automaton
+        if self._precompute == "auto" and self._eager_background:
+            start = int(aut.rule_start[0])
+            if self._eager_seconds > 0 and self._eager_max_states > 0 and aut.has_bytes[start]:
+                classes.get(start)  # what the first mask needs; the rest after the compile returns
+            later.append(lambda: classes.warm(aut, seconds=self._eager_seconds, max_states=self._eager_max_states))
+        elif self._precompute == "auto":
+            classes.warm(aut, seconds=self._eager_seconds, max_states=self._eager_max_states)
+        compiled.compile_seconds = time.perf_counter() - t0
+        if key is not None and self.disk_cache is not None:
+            later.append(lambda: self._store(key, compiled))
+        if self._precompute == "auto" and self._eager_background and later:
+            self._in_background(later)
+        else:
+            for task in later:
+                task()
+        return compiled
+
+    def _in_background(self, tasks: list[Callable[[], object]]) -> None:
+        def run() -> None:
+            for task in tasks:
+                task()
+
+        thread = threading.Thread(target=run, name="pda-warm", daemon=True)
+        with self._disk_lock:
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def wait(self) -> None:
+        """Wait for the work that compiles leave running in the background (``precompute="auto"``
+        classification past the start state, and disk cache writes)."""
+        with self._disk_lock:
+            threads, self._threads = self._threads, []
+        for t in threads:
+            t.join()
 
 
 def _flush_at_exit(ref: weakref.ref[GrammarCompiler]) -> None:

@@ -42,11 +42,26 @@ def test_precompute_option_is_checked(tok: pda.TokenizerInfo) -> None:
 
 def test_auto_classifies_the_states_nearest_the_start_within_its_budget(tok: pda.TokenizerInfo) -> None:
     text = path("c_like").read_text(encoding="utf-8")
-    few = pda.GrammarCompiler(tok, eager_max_states=5).compile_grammar(text)
+    few = pda.GrammarCompiler(tok, eager_max_states=5, eager_background=False).compile_grammar(text)
     assert len(few.classes.by_state) == 5
     start = int(few.grammar.automaton.rule_start[0])
     assert start in few.classes.by_state or not few.grammar.automaton.has_bytes[start]
-    none = pda.GrammarCompiler(tok, eager_seconds=0.0).compile_grammar(text)
+    none = pda.GrammarCompiler(tok, eager_seconds=0.0, eager_background=False).compile_grammar(text)
     assert not none.classes.by_state
-    every = pda.GrammarCompiler(tok, eager_seconds=60.0, eager_max_states=10**6).compile_grammar(text)
+    every = pda.GrammarCompiler(tok, eager_seconds=60.0, eager_max_states=10**6,
+                                eager_background=False).compile_grammar(text)
     assert every.classes.complete
+
+
+def test_auto_in_the_background_classifies_the_start_state_before_returning(tok: pda.TokenizerInfo) -> None:
+    text = path("c_like").read_text(encoding="utf-8")
+    compiler = pda.GrammarCompiler(tok, eager_seconds=60.0, eager_max_states=10**6)
+    compiled = compiler.compile_grammar(text)
+    aut = compiled.grammar.automaton
+    assert int(aut.rule_start[0]) in compiled.classes.by_state
+    compiler.wait()
+    assert compiled.classes.complete
+    few = pda.GrammarCompiler(tok, eager_max_states=5)
+    got = few.compile_grammar(text)
+    few.wait()
+    assert len(got.classes.by_state) == 6  # the start state, then 5 more

@@ -66,6 +66,7 @@ def test_second_process_compiles_from_disk_in_5ms(tmp_path: Path, deepseek: Toke
     first = GrammarCompiler(deepseek, cache_dir=tmp_path)
     for s in schemas:
         first.compile_json_schema(s)
+    first.wait()  # the entries are written after the background classification
     assert len(_entries(tmp_path)) == 3
     got = _result(_child(tmp_path, schemas, repeat=5))
     assert got["disk"] == [15, 0]
@@ -80,13 +81,14 @@ def test_env_variable_names_the_directory(tmp_path: Path, deepseek: TokenizerInf
     compiler = GrammarCompiler(deepseek)
     assert compiler.disk_cache is not None and compiler.disk_cache.directory == tmp_path / "env"
     compiler.compile_regex("[a-z]{2,5}")
+    compiler.wait()
     assert len(_entries(tmp_path / "env")) == 1
     monkeypatch.setenv("PDA_CACHE_DIR", "")
     assert GrammarCompiler(deepseek).disk_cache is None
 
 
 def _corrupt_and_reload(folder: Path, deepseek: TokenizerInfo, damage: Any) -> None:
-    GrammarCompiler(deepseek, cache_dir=folder).compile_json_schema(SCHEMA)
+    GrammarCompiler(deepseek, cache_dir=folder, eager_background=False).compile_json_schema(SCHEMA)
     (entry,) = _entries(folder)
     good = entry.read_bytes()
     damage(entry, good)
@@ -96,6 +98,7 @@ def _corrupt_and_reload(folder: Path, deepseek: TokenizerInfo, damage: Any) -> N
     assert compiled.grammar.accepts('{"id": 3, "name": "x"}') and not compiled.grammar.accepts('{"name": "x"}')
     m = GrammarMatcher(compiled)
     assert m.accept_string('{"id": 12') and not m.accept_string("x")
+    compiler.wait()
     data = entry.read_bytes()  # rewritten, sound again
     assert pda.CompiledGrammar.from_bytes(data, deepseek).num_states == compiled.num_states
     third = GrammarCompiler(deepseek, cache_dir=folder)
@@ -144,8 +147,10 @@ def test_directory_is_bounded_least_recently_used_first(tmp_path: Path, deepseek
     probe = GrammarCompiler(deepseek, cache=False, cache_dir=tmp_path / "probe")
     for r in ("a+", "b+", "c+"):
         probe.compile_regex(r)
+    probe.wait()
     size = max(p.stat().st_size for p in _entries(tmp_path / "probe"))
-    compiler = GrammarCompiler(deepseek, cache=False, cache_dir=tmp_path / "lru", cache_dir_max_bytes=int(2.5 * size))
+    compiler = GrammarCompiler(deepseek, cache=False, cache_dir=tmp_path / "lru", cache_dir_max_bytes=int(2.5 * size),
+                               eager_background=False)
     disk = compiler.disk_cache
     assert disk is not None
     compiler.compile_regex("a+")
@@ -183,7 +188,9 @@ def test_flush_writes_lazily_computed_classes_back(tmp_path: Path, deepseek: Tok
 
 def test_cli_cache_info_and_clear(tmp_path: Path, deepseek: TokenizerInfo, capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    GrammarCompiler(deepseek, cache_dir=tmp_path).compile_regex("[0-9]+")
+    compiler = GrammarCompiler(deepseek, cache_dir=tmp_path)
+    compiler.compile_regex("[0-9]+")
+    compiler.wait()
     assert cli_main(["cache", "info", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "entries    1" in out and str(tmp_path) in out

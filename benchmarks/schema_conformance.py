@@ -168,12 +168,17 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(xs, q)) if xs else float("nan")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def corpus_arguments(ap: argparse.ArgumentParser) -> None:
+    """The corpus path, sample, seed and engines options (shared with ``ttfm.py``)."""
     ap.add_argument("path", nargs="?", default=str(DEFAULT_CORPORA))
     ap.add_argument("--sample", type=int, default=150, help="schemas (with tests) drawn at random; 0 = all")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", default="pda,xgrammar,llguidance")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    corpus_arguments(ap)
     ap.add_argument("--out", default=None, help="write the per-schema results as JSON here")
     ap.add_argument("--verbose", action="store_true", help="print every failing schema")
     args = ap.parse_args(argv)

@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import load_deepseek_tokenizer  # noqa: E402
-from schema_conformance import DEFAULT_CORPORA, Llguidance, Pda, Xgrammar, load_items  # noqa: E402
+from schema_conformance import Llguidance, Pda, Xgrammar, corpus_arguments, load_items  # noqa: E402
 
 
 def ttfm(engine: object, schema: dict) -> float:
@@ -37,10 +37,7 @@ def ttfm(engine: object, schema: dict) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("path", nargs="?", default=str(DEFAULT_CORPORA))
-    ap.add_argument("--sample", type=int, default=150, help="schemas (with tests) drawn at random; 0 = all")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--engines", default="pda,xgrammar,llguidance")
+    corpus_arguments(ap)
     ap.add_argument("--profile", metavar="FILE", help="cProfile pda's loop into FILE (pda only)")
     ap.add_argument("--out", metavar="FILE", help="per-schema TTFM (seconds; null: refused) as JSON")
     ap.add_argument("--eager-sync", action="store_true",

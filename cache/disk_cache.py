@@ -52,7 +52,7 @@ class DiskCache:
                 n = f.readinto(data)
                 if n < len(data):  # shrank while read (not with os.replace): the checksum will tell
                     del data[n:]
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:  # none, or unreadable: a miss (a rebuild will try to write it)
             self.misses += 1
             return None
         try:

@@ -17,6 +17,15 @@ Grammars, and what each engine gets (the table of the README repeats this):
   ``llguidance.gbnf_to_lark`` of the same text, after joining continuation lines that start with
   ``|`` (its converter cannot read them).  Documents: the random JSON documents and every valid JSON
   sample for ``json.gbnf``; the bundled valid samples for the others.
+* ``arithmetic.gbnf``, ``c.gbnf``, ``english.gbnf``, ``japanese.gbnf``, ``list.gbnf`` — llama.cpp's
+  example grammars from ``../shared/corpora/gbnf``, given to each engine as above; documents: the
+  samples of ``gbnf_samples.py`` (hand-written, plus ``--docs`` seeded ones for arithmetic and list),
+  each checked with ``pda.Grammar.from_ebnf(text).accepts``.  An engine that refuses a grammar is
+  left out of that grammar's rows (noted), never the whole run.
+
+For pda every grammar also reports its mask cache (``CompiledGrammar.mask_cache_stats()`` after
+all its documents): hit rate, entries and bytes, and the states whose token classes came from the
+tokenizer's shared class cache.
 
 pda's and xgrammar's masks are compared at every step where the two engines run the same grammar.
 Special token ids are left out of the comparison, because pda never allows them (they have no text)
@@ -24,7 +33,7 @@ while xgrammar treats their text as ordinary text; the stop token is compared on
 mismatch is counted and printed (never hidden).  A token an engine refuses, and a next token missing
 from an engine's own mask, are reported too.  Usage::
 
-    python benchmarks/bench_masks.py [--docs N] [--seed S] [--compile-reps K] [--out DIR] [--profile]
+    python benchmarks/bench_masks.py [--docs N] [--seed S] [--compile-reps K] [--out DIR] [--only G,G] [--profile]
 
 Prints a table and writes ``DIR/masks.json`` and ``DIR/masks.png`` (default ``benchmarks/results``).
 """
@@ -46,6 +55,7 @@ from typing import Any, Callable
 import numpy as np
 
 from common import environment, load_deepseek_tokenizer, random_json_documents, summarize
+from gbnf_samples import gbnf_cases
 
 import pda
 from pda import grammars
@@ -80,7 +90,7 @@ def llguidance_lark(gbnf: str) -> str:
 
 
 def build_cases(num_docs: int, seed: int) -> list[Case]:
-    """The four grammars and their documents."""
+    """The grammars and their documents: the four bundled ones, then llama.cpp's examples."""
     random_docs = [(f"random-{i}", d) for i, d in enumerate(random_json_documents(num_docs, seed))]
     json_valid = [(p.name, p.read_text(encoding="utf-8")) for p in grammars.samples("json")[0]]
     # xgrammar's built-in grammar wants an object or an array with nothing around it.
@@ -96,6 +106,10 @@ def build_cases(num_docs: int, seed: int) -> list[Case]:
         cases.append(Case(path.name, path.read_text(encoding="utf-8"), docs, True, {
             "pda": f"compile_grammar({path.name})", "xgrammar": f"compile_grammar({path.name})",
             "llguidance": f"gbnf_to_lark({path.name}, continuation lines joined)"}))
+    for name, text, docs in gbnf_cases(num_docs, seed):
+        cases.append(Case(f"{name}.gbnf", text, docs, True, {
+            "pda": f"compile_grammar({name}.gbnf)", "xgrammar": f"compile_grammar({name}.gbnf)",
+            "llguidance": f"gbnf_to_lark({name}.gbnf, continuation lines joined)"}))
     return cases
 
 
@@ -356,28 +370,38 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     decode = tok.decode
 
     results: dict[str, Any] = {"setup_s": setup, "cases": {}, "notes": notes}
+    only = {n.strip().removesuffix(".gbnf") for n in args.only.split(",") if n.strip()} if args.only else None
     for case in build_cases(args.docs, args.seed):
+        if only is not None and case.name.removesuffix(".gbnf") not in only:
+            continue
         token_docs = [(label, hf.encode(text, add_special_tokens=False)) for label, text in case.documents]
         for label, ids in token_docs:
             text = dict(case.documents)[label]
             if decode(ids) != text.encode("utf-8"):
                 print(f"warning: {case.name}/{label}: the tokens do not spell the document")
-        compiled, compile_figures = {}, {}
+        compiled, compile_figures, refused = {}, {}, {}
         for e, eng in engines.items():
-            compiled[e], compile_figures[e] = time_compiles(eng, case, args.compile_reps, args.compile_budget)
+            try:
+                compiled[e], compile_figures[e] = time_compiles(eng, case, args.compile_reps, args.compile_budget)
+            except Exception as exc:  # noqa: BLE001 - an engine that refuses a grammar sits out that grammar
+                refused[e] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                print(f"  note: {e} refused {case.name}: {refused[e]}", flush=True)
+        running = {e: eng for e, eng in engines.items() if e in compiled}
         warm = [(label, ids[:24]) for label, ids in token_docs[:1]]  # first calls of each matcher path
-        step_documents(engines, compiled, case, warm, stop, keep, decode)
-        got = step_documents(engines, compiled, case, token_docs, stop, keep, decode)
+        step_documents(running, compiled, case, warm, stop, keep, decode)
+        got = step_documents(running, compiled, case, token_docs, stop, keep, decode)
         row: dict[str, Any] = {"grammar_given": {e: case.given[e] for e in engines}, "same_grammar": case.same_grammar,
                                "documents": len(token_docs), "tokens": sum(len(i) + 1 for _, i in token_docs),
                                "compared_steps": got["compared_steps"], "mismatches": got["mismatches"],
-                               "rejections": got["rejections"], "engines": {}}
-        for e in engines:
+                               "rejections": got["rejections"], "refused": refused, "engines": {}}
+        for e in running:
             row["engines"][e] = {"compile": compile_figures[e], "mask": summarize(got["fill"][e]),
                                  "first_mask": summarize(got["first"][e]), "accept": summarize(got["accept"][e])}
         row["suspect_mismatches"] = sum(1 for mm in got["mismatches"] if is_suspect(mm, case.same_grammar))
-        if "pda" in engines and hasattr(compiled["pda"], "num_states"):
+        if "pda" in compiled and hasattr(compiled["pda"], "num_states"):
             row["pda_states"] = compiled["pda"].num_states
+        if "pda" in compiled and hasattr(compiled["pda"], "mask_cache_stats"):
+            row["pda_mask_cache"] = compiled["pda"].mask_cache_stats()
         results["cases"][case.name] = row
         print(f"  {case.name}: {row['tokens']} steps, {len(got['mismatches'])} mismatching masks, "
               f"{len(got['rejections'])} rejections", flush=True)
@@ -413,6 +437,20 @@ def print_report(results: dict[str, Any]) -> None:
                   f"{f['first_mask']['mean_us']:>10.1f}{f['accept']['mean_us']:>10.1f}")
     print("(compile ms: mean of the repetitions after the cold first compile; mask us: per token, the first "
           "mask of each document excluded and shown as 'first us')")
+    print(f"\n{'grammar':<17}{'pda/llg mean':>13}{'pda/llg p99':>12}{'pda/xgr mean':>13}{'pda/xgr p99':>12}"
+          f"{'cache hit':>10}{'entries':>8}{'cache KiB':>10}{'shared cls':>11}{'classified':>11}")
+    for name, row in results["cases"].items():
+        eng = row["engines"]
+        p, llg, x = eng.get("pda"), eng.get("llguidance"), eng.get("xgrammar")
+        mc = row.get("pda_mask_cache")
+        cache = (f"{mc['hit_rate']:>10.3f}{mc['entries']:>8}{mc['bytes'] / 1024:>10.1f}{mc['shared_class_hits']:>11}"
+                 f"{mc['classified_states']:>11}" if mc else "")
+        print(f"{name:<17}" + "".join(
+            f"{ratio(p['mask'][k], q['mask'][k] if q else None) if p else '-':>{w}}"
+            for q, k, w in ((llg, "mean_us", 13), (llg, "p99_us", 12), (x, "mean_us", 13), (x, "p99_us", 12))) + cache)
+    for name, row in results["cases"].items():
+        for e, why in row.get("refused", {}).items():
+            print(f"note: {e} refused {name}: {why}")
     for name, row in results["cases"].items():
         mism, rej = row["mismatches"], row["rejections"]
         kind = ("same grammar: every one is a bug" if row["same_grammar"] else
@@ -432,7 +470,7 @@ def print_report(results: dict[str, Any]) -> None:
             print(f"  {rj['engine']} {'refused' if not rj['accepted'] else 'accepted but masked out'} token "
                   f"{rj['token']} {rj['token_text']!r} at {rj['doc']} step {rj['step']} after {rj['prefix_tail']!r}")
         if len(suspects) > MAX_REPORTED or len(expected) > 3 or len(rej) > MAX_REPORTED:
-            print(f"  ... all of them are in the JSON file")
+            print("  ... all of them are in the JSON file")
 
 
 def plot(results: dict[str, Any], path: Path) -> bool:
@@ -521,6 +559,8 @@ def main() -> None:
                         help="seconds after which no further compile repetition starts (default 20)")
     parser.add_argument("--xgrammar-threads", type=int, default=8, help="xgrammar's compile threads (its default)")
     parser.add_argument("--out", type=Path, default=ROOT / "results")
+    parser.add_argument("--only", default=None,
+                        help="comma-separated grammars to run, e.g. 'json-builtin,arithmetic,c' (default: all)")
     parser.add_argument("--profile", action="store_true", help="also cProfile pda's compile and mask loop")
     args = parser.parse_args()
     if args.docs < 0 or args.compile_reps < 1:

@@ -20,7 +20,17 @@ import numpy as np
 
 from bench_validate import _random_value  # the seeded JSON value generator (nesting, Unicode, escapes)
 
-__all__ = ["load_deepseek_tokenizer", "random_json_documents", "summarize", "environment", "git_revision"]
+__all__ = ["corpora_dir", "load_deepseek_tokenizer", "random_json_documents", "summarize", "environment", "git_revision"]
+
+
+def corpora_dir() -> Path:
+    """``shared/corpora`` beside the repository (``../shared/corpora`` from its root), or beside the
+    nearest folder above it that has one (so a git worktree deeper down finds the same corpora)."""
+    root = Path(__file__).resolve().parent.parent
+    for folder in root.parents:
+        if (folder / "shared" / "corpora").is_dir():
+            return folder / "shared" / "corpora"
+    return root.parent / "shared" / "corpora"
 
 
 def load_deepseek_tokenizer() -> Any:

@@ -48,7 +48,7 @@ from typing import Iterator, Sequence
 
 from lark import Token, Tree
 from lark.exceptions import GrammarError as LarkGrammarError
-from lark.exceptions import UnexpectedInput
+from lark.exceptions import UnexpectedInput, VisitError
 from lark.grammar import NonTerminal, Terminal
 from lark.lexer import Pattern, PatternRE, PatternStr
 from lark.load_grammar import Definition, GrammarBuilder, _get_parser, _literal_to_pattern
@@ -82,6 +82,8 @@ def parse_lark(text: str, *, start: str = "start", filename: str | None = None) 
         raise _map_grammar_error(exc, text, filename, where) from None
     except UnexpectedInput as exc:
         raise _map_unexpected(exc, text, filename) from None
+    except VisitError as exc:
+        raise _map_visit_error(exc, text, filename) from None
     except FileNotFoundError as exc:
         name = exc.filename or str(exc)
         line, col = where.imports[0] if where.imports else (None, None)
@@ -103,6 +105,8 @@ def parse_lark(text: str, *, start: str = "start", filename: str | None = None) 
         grammar.compile([start], ())  # Lark's remaining checks (bad ranges, empty terminals, ...)
     except LarkGrammarError as exc:
         raise _map_grammar_error(exc, text, filename, where) from None
+    except VisitError as exc:
+        raise _map_visit_error(exc, text, filename) from None
     return _Translator(definitions, builder._ignore_names, where, text, filename).run(start)  # noqa: SLF001
 
 
@@ -209,6 +213,21 @@ def _map_grammar_error(exc: LarkGrammarError, text: str, filename: str | None, w
     m = re.search(r"\(in (?:rule|terminal|template) ([^)\s]+)\)|\(Error at ([^)\s]+)\)", msg)
     if m:
         line, col = where.defs.get(m.group(1) or m.group(2), (None, None))
+    return GrammarSyntaxError(msg, filename=filename, line=line, column=col, source=text)
+
+
+def _map_visit_error(exc: VisitError, text: str, filename: str | None) -> GrammarSyntaxError:
+    """An error Lark's grammar loader raised while reading one node (a range such as ``"a"i..
+    "z"`` or ``"ab".."c"``), with the place of the node's first token."""
+    tree = exc.obj
+    tokens = [t for t in tree.children if isinstance(t, Token)] if isinstance(tree, Tree) else []
+    first = next((t for t in tokens if isinstance(t.line, int)), None)
+    line, col = (first.line, first.column) if first is not None else (None, None)
+    if exc.rule == "range" and len(tokens) == 2:
+        msg = (f"bad range {tokens[0]}..{tokens[1]}: a range goes from one character to one character, "
+               f"each a plain string of length 1 without flags (like \"a\"..\"z\")")
+    else:
+        msg = f"Lark cannot read this {exc.rule}: {str(exc.orig_exc) or type(exc.orig_exc).__name__}"
     return GrammarSyntaxError(msg, filename=filename, line=line, column=col, source=text)
 
 

@@ -9,6 +9,9 @@
   Schema ``pattern``): an unanchored start gets an any-string prefix, an unanchored end an
   any-string suffix.
 
+``\\u{...}`` (a code point of 1 to 6 hex digits, ECMAScript with the ``u`` flag, e.g. ``\\u{20BB7}``)
+is read in both dialects: Python's ``re`` refuses it, so reading it changes no Python pattern.
+
 Features that a finite automaton cannot express, or that would change the language when ignored
 (back-references, lookarounds, ``\\b``, atomic groups, possessive quantifiers, conditionals, anchors
 in the middle of the pattern) raise :class:`~pda.errors.UnsupportedRegexError`; malformed patterns
@@ -503,7 +506,7 @@ class _Parser:
             return simple[c]
         if c == "x":
             return self.hex_digits(start, 2, "\\x")
-        if c == "u" and not self.py and self.peek() == "{":
+        if c == "u" and self.peek() == "{":  # ECMAScript's \u{...} (Python's re has no meaning for it)
             end = self.pattern.find("}", self.pos)
             digits = self.pattern[self.pos + 1:end] if end > 0 else ""
             if not digits or any(d not in "0123456789abcdefABCDEF" for d in digits) or int(digits, 16) > MAX_CODE_POINT:

@@ -14,13 +14,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DIRECTORY", "SUFFIXES", "files", "names", "path", "samples"]
+__all__ = ["DIRECTORY", "SUFFIXES", "DIALECTS", "dialect_of", "source_text", "files", "names", "path", "samples"]
 
 DIRECTORY = Path(__file__).resolve().parent
 """The folder holding the bundled grammar files and ``samples/``."""
 
 SUFFIXES = (".gbnf", ".ebnf", ".lark")
 """Grammar file suffixes, in the order of preference when a stem has more than one file."""
+
+DIALECTS = {".gbnf": "ebnf", ".ebnf": "ebnf", ".lark": "lark", ".regex": "regex", ".json": "json_schema"}
+"""The dialect of a grammar file by its suffix (any case): what :meth:`pda.Grammar.from_file` and
+the command line read."""
+
+
+def dialect_of(file: str | Path) -> str | None:
+    """The dialect of grammar file ``file`` from its suffix (None when the suffix tells none)."""
+    return DIALECTS.get(Path(file).suffix.lower())
+
+
+def source_text(text: str, dialect: str) -> str:
+    """The grammar in a file's ``text``: a regular expression loses the file's final line breaks
+    (``\n`` or ``\r\n``); other dialects are read as they are."""
+    return text.rstrip("\r\n") if dialect == "regex" else text
 
 
 def files() -> list[Path]:

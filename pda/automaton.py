@@ -103,7 +103,7 @@ def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES) -
         trans[base:base + len(d.trans)] = np.where(t >= 0, t + base, -1)
         is_end[base:base + len(d.trans)] = d.accept
         state_rule[base:base + len(d.trans)] = r
-        for s, calls in enumerate(d.calls):
+        for calls in d.calls:
             call_lists.append(sorted((callee, ret + base) for callee, ret in calls.items()))
     call_ptr = np.zeros(S + 1, dtype=np.int32)
     call_ptr[1:] = np.cumsum([len(c) for c in call_lists])

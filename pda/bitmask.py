@@ -4,19 +4,24 @@ The layout is the one XGrammar, vLLM and SGLang use: ``int32[batch, ceil(vocab /
 ``t & 31`` of word ``t >> 5`` set when token ``t`` is allowed.  :func:`apply_token_bitmask_inplace`
 sets the logits of the disallowed tokens to ``-inf``; it has one vectorised torch implementation
 (any device) and a Triton kernel for CUDA tensors, imported only when first used.
+
+torch itself is imported inside the functions, so importing this module (and ``pda``) does not
+load it; ``BITMASK_DTYPE`` is resolved on first access.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from pda.errors import BitmaskError
+from pda.kernels import WORD_BITS
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
-    "BITMASK_DTYPE",
+    "BITMASK_DTYPE",  # noqa: F822 - resolved on first access (module __getattr__)
     "get_bitmask_shape",
     "allocate_token_bitmask",
     "reset_token_bitmask",
@@ -25,8 +30,15 @@ __all__ = [
     "bool_to_bitmask",
 ]
 
-BITMASK_DTYPE = torch.int32
-"""The dtype of a token bitmask (int32, as torch has no full uint32 support)."""
+
+def __getattr__(name: str) -> Any:
+    """``BITMASK_DTYPE``, the dtype of a token bitmask: ``torch.int32`` (torch has no full uint32
+    support); resolved on first access so that importing this module does not import torch."""
+    if name == "BITMASK_DTYPE":
+        import torch
+
+        return torch.int32
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 Backend = Literal["auto", "torch", "triton"]
 
@@ -49,16 +61,20 @@ def allocate_token_bitmask(
     batch_size: int, vocab_size: int, *, device: torch.device | str | None = None
 ) -> torch.Tensor:
     """A new bitmask with every token allowed (all bits set: every word is ``-1``)."""
-    return torch.full(get_bitmask_shape(batch_size, vocab_size), -1, dtype=BITMASK_DTYPE, device=device)
+    import torch
+
+    return torch.full(get_bitmask_shape(batch_size, vocab_size), -1, dtype=torch.int32, device=device)
 
 
 def _check_bitmask(bitmask: Any, name: str = "bitmask") -> torch.Tensor:
     """Raise BitmaskError unless ``bitmask`` is a 1-D or 2-D int32 tensor."""
+    import torch
+
     if not isinstance(bitmask, torch.Tensor):
         raise BitmaskError(
             f"{name} must be a torch.Tensor, got {type(bitmask).__name__}; create one with allocate_token_bitmask()"
         )
-    if bitmask.dtype != BITMASK_DTYPE:
+    if bitmask.dtype != torch.int32:
         raise BitmaskError(
             f"{name} must have dtype torch.int32, got {bitmask.dtype}; create it with allocate_token_bitmask() "
             "or convert it with .to(torch.int32)"
@@ -78,14 +94,27 @@ _SHIFTS: dict[torch.device, torch.Tensor] = {}
 
 def _shifts(device: torch.device) -> torch.Tensor:
     """``arange(32)`` as int32 on ``device`` (cached)."""
+    import torch
+
     shifts = _SHIFTS.get(device)
     if shifts is None:
-        shifts = _SHIFTS[device] = torch.arange(32, dtype=BITMASK_DTYPE, device=device)
+        shifts = _SHIFTS[device] = torch.arange(32, dtype=torch.int32, device=device)
     return shifts
 
 
 def _unpack(words: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Bool tensor ``[..., vocab_size]`` of the bits of ``words`` ``[..., W]`` (needs ``32 * W >= vocab_size``)."""
+    """Bool tensor ``[..., vocab_size]`` of the bits of ``words`` ``[..., W]`` (needs ``32 * W >= vocab_size``).
+
+    On CPU, numpy's ``unpackbits`` writes the bytes directly (bit ``t & 7`` of byte ``t >> 3`` is
+    token ``t`` on little-endian machines, the layout of the int32 words); elsewhere, shifts."""
+    import sys
+
+    if words.device.type == "cpu" and sys.byteorder == "little" and words.dim() in (1, 2):
+        import numpy as np
+        import torch
+
+        data = np.ascontiguousarray(words.numpy()).view(np.uint8)
+        return torch.from_numpy(np.unpackbits(data, axis=-1, count=vocab_size, bitorder="little").view(np.bool_))
     bits = (words.unsqueeze(-1) >> _shifts(words.device)) & 1
     return bits.reshape(*words.shape[:-1], words.shape[-1] * 32)[..., :vocab_size].bool()
 
@@ -107,6 +136,8 @@ def bool_to_bitmask(mask: torch.Tensor) -> torch.Tensor:
 
     The padding bits past ``vocab`` in the last word are 0 (not allowed).
     """
+    import torch
+
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise BitmaskError(f"mask must be a torch.BoolTensor, got {got}; build it with a comparison or .bool()")
@@ -116,14 +147,15 @@ def bool_to_bitmask(mask: torch.Tensor) -> torch.Tensor:
     pad = (-vocab) % 32
     if pad:
         mask = torch.nn.functional.pad(mask, (0, pad))
-    words = mask.reshape(*mask.shape[:-1], -1, 32).to(torch.int64) << _shifts(mask.device).to(torch.int64)
-    packed = words.sum(dim=-1)
-    packed = packed - ((packed >> 31) << 32)  # fold [2**31, 2**32) onto the negative int32 values
-    return packed.to(BITMASK_DTYPE)
+    # distinct bits, at most one of them negative (bit 31): an int32 sum never overflows
+    bits = torch.from_numpy(WORD_BITS).to(mask.device)
+    return (mask.reshape(*mask.shape[:-1], -1, 32).to(torch.int32) * bits).sum(dim=-1, dtype=torch.int32)
 
 
 def _index_list(indices: Sequence[int] | torch.Tensor, rows: int, bitmask_rows: int, device: torch.device) -> torch.Tensor:
     """``indices`` as an int64 tensor on ``device``, each checked against both batch sizes."""
+    import torch
+
     if isinstance(indices, torch.Tensor):
         if indices.dim() != 1 or indices.dtype.is_floating_point or indices.dtype == torch.bool:
             raise BitmaskError(f"indices must be a 1-D integer tensor or a list of ints, got {indices.dtype} {tuple(indices.shape)}")
@@ -165,6 +197,8 @@ def apply_token_bitmask_inplace(
     the bitmask the model's full vocabulary size.  ``backend="auto"`` runs Triton on CUDA when it is
     installed and torch elsewhere.
     """
+    import torch
+
     if not isinstance(logits, torch.Tensor) or not logits.dtype.is_floating_point:
         got = logits.dtype if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise BitmaskError(f"logits must be a floating-point torch.Tensor, got {got}")
@@ -280,5 +314,7 @@ def _row_view_for_fill(bitmask: Any, index: int, words: int) -> tuple[Any, Any]:
         return rows[index], lambda: None
     if rows.device.type == "cpu":
         return rows[index].numpy(), lambda: None
+    import torch
+
     host = np.zeros(words, dtype=np.int32)
     return host, lambda: rows[index].copy_(torch.from_numpy(host))

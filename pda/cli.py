@@ -5,7 +5,8 @@
     pda validate --regex '[0-9]+(\\.[0-9]+)?' -               # '-' (or no file) reads stdin
     pda validate --schema person.schema.json alice.json bob.json --whitespace compact
     pda list
-    pda demo
+    pda demo                                                  # generation with a random model, then the samples
+    pda generate --model DIR --schema person.json --stats     # see pda.cli_generate
     pda cache info | clear [--dir PATH]                      # the on-disk cache ($PDA_CACHE_DIR)
 
 ``validate`` prints ``OK <file>`` for each valid input and, for an invalid one, the file, line,
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence, TextIO
 
 from pda import grammars
+from pda.cli_generate import add_generate_parser, run_generate
 from pda.errors import GrammarError, LimitExceededError, SchemaError, ValidationError
 
 if TYPE_CHECKING:
@@ -36,8 +38,8 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_ERROR = 2
 
-FORMATS = {".gbnf": "ebnf", ".ebnf": "ebnf", ".lark": "lark", ".regex": "regex"}
-"""Grammar dialect by file suffix; ``--format`` overrides it."""
+FORMATS = ("ebnf", "lark", "regex")
+"""The dialects ``--grammar`` reads (by its suffix, :func:`pda.grammars.dialect_of`); ``--format`` overrides it."""
 
 STDIN = "-"
 
@@ -67,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--regex", "-r", metavar="PATTERN", help="a regular expression the whole input must match")
     source.add_argument("--schema", metavar="FILE", help="a JSON Schema (JSON file) the inputs must be valid against")
     validate.add_argument(
-        "--format", "-f", choices=sorted(set(FORMATS.values())), help="dialect of --grammar (default: from its suffix)"
+        "--format", "-f", choices=FORMATS, help="dialect of --grammar (default: from its suffix)"
     )
     validate.add_argument("--start", "-s", metavar="RULE", help="start rule (default: root for EBNF, start for Lark)")
     validate.add_argument("inputs", nargs="*", metavar="FILE", help="documents to check; '-' or none reads stdin")
@@ -86,11 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="schema (default): declared properties in schema order; any: in any order")
 
     sub.add_parser("list", help="list the bundled grammars", description="List the bundled grammars.")
-    sub.add_parser(
+    demo = sub.add_parser(
         "demo",
-        help="validate every bundled sample against its bundled grammar",
-        description="Validate every bundled sample against its bundled grammar and show one rejection.",
+        help="constrained generation with a random model, then validate every bundled sample",
+        description="Generate JSON and SQL with a random Llama over DeepSeek's tokenizer (built and cached in "
+                    ".cache/ on first run), then validate every bundled sample against its bundled grammar.",
     )
+    demo.add_argument("--samples-only", action="store_true", help="only validate the bundled samples")
+    add_generate_parser(sub)
     from pda.cli_cache import add_cache_parser
 
     add_cache_parser(sub)
@@ -170,17 +175,15 @@ def load_grammar(
         path = Path(grammar_file)
     else:
         raise CliError("give one of --grammar, --builtin or --regex")
-    dialect = fmt or FORMATS.get(path.suffix.lower())
-    if dialect is None:
+    dialect = fmt or grammars.dialect_of(path)
+    if dialect not in FORMATS:
         hint = " (a JSON Schema goes after --schema)" if path.suffix.lower() == ".json" else ""
         raise CliError(f"cannot tell the dialect of {path} from its suffix; pass --format ebnf|lark|regex{hint}")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CliError(f"cannot read grammar {path}: {exc}") from None
-    if dialect == "regex":
-        text = text.rstrip("\r\n")
-    return _compile(text, dialect, start=start, filename=str(path))
+    return _compile(grammars.source_text(text, dialect), dialect, start=start, filename=str(path))
 
 
 def _read_input(name: str) -> bytes:
@@ -302,6 +305,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pda.cli_cache import run_cache
 
             return run_cache(args, sys.stdout)
+        if args.command == "generate":
+            return run_generate(args, sys.stdout, sys.stderr)
+        if not args.samples_only:
+            from pda.demo import run_generation_demo
+
+            generated = run_generation_demo(sys.stdout)
+            print("\n== bundled samples", flush=True)
+            return max(_demo(sys.stdout), EXIT_OK if generated else EXIT_INVALID)
         return _demo(sys.stdout)
     except (GrammarError, CliError, LimitExceededError) as exc:
         print(f"pda: {exc}", file=sys.stderr)

@@ -20,7 +20,7 @@ from .automaton import DEFAULT_MAX_STATES
 from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .errors import SerializationError
-from .precompute import TokenClasses, kernel_args, max_token_length, precompute_classes, return_sites
+from .precompute import TokenClasses, max_token_length, precompute_classes
 from . import serialize
 from .stack import DEFAULT_MAX_STACK_DEPTH
 from .tokenizer import TokenizerInfo
@@ -30,20 +30,57 @@ __all__ = ["GrammarCompiler", "CompiledGrammar", "CACHE_DIR_ENV"]
 _PROGRESS_AFTER_S = 2.0
 CACHE_DIR_ENV = "PDA_CACHE_DIR"
 """Environment variable: the on-disk cache directory of a :class:`GrammarCompiler` given no ``cache_dir``."""
+DEFAULT_MASK_CACHE_BYTES = 64 << 20  # per compiled grammar: about 4,000 rows of a 129k vocabulary
 
 
 class CompiledGrammar:
-    """A grammar, a tokenizer, and the token classes of every automaton state.  Immutable; share it
-    between any number of :class:`~pda.matcher.GrammarMatcher` objects and threads."""
+    """A grammar, a tokenizer, and the token classes of every automaton state.  Share it between
+    any number of :class:`~pda.matcher.GrammarMatcher` objects and threads: what it learns as they
+    run (token classes computed on first use, the mask cache, the signature depths) is guarded
+    for concurrent use and never changes a mask."""
 
-    def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo, classes: TokenClasses, seconds: float) -> None:
+    def __init__(self, grammar: Grammar, tokenizer_info: TokenizerInfo, classes: TokenClasses, seconds: float,
+                 *, mask_cache_max_bytes: int = DEFAULT_MASK_CACHE_BYTES) -> None:
         self.grammar = grammar
         self.tokenizer_info = tokenizer_info
         self.classes = classes
         self.compile_seconds = seconds
         self.trie = tokenizer_info.trie
-        self.kernel_args = kernel_args(grammar.automaton, return_sites(grammar.automaton))
+        self.kernel = classes.kernel
+        self.words = classes.words
         self.max_token_length = max_token_length(self.trie)
+        self.signature_depth: dict[int, int] = {}  # state -> deepest stack frame a mask check read
+        self.mask_cache_max_bytes = mask_cache_max_bytes
+        self._mask_caches: dict[str, Any] = {}
+        self._mask_lock = threading.Lock()
+
+    def mask_cache(self, device: str = "cpu") -> Any:
+        """The :class:`~pda.cache.mask_cache.MaskCache` of final masks on ``device``, shared by every
+        matcher of this grammar (made on first use; imports torch)."""
+        got = self._mask_caches.get(device)
+        if got is None:
+            from pda.cache.mask_cache import MaskCache
+
+            with self._mask_lock:
+                got = self._mask_caches.get(device)
+                if got is None:
+                    got = self._mask_caches[device] = MaskCache(
+                        self.words, max_bytes=self.mask_cache_max_bytes, device=device)
+        return got
+
+    def mask_cache_stats(self) -> dict[str, Any]:
+        """Hits, misses, entries and bytes of the mask caches (summed over devices), with the hit
+        rate, and how many states' token classes came from the tokenizer's shared cache."""
+        total: dict[str, Any] = {"hits": 0, "misses": 0, "evictions": 0, "entries": 0, "bytes": 0}
+        for cache in list(self._mask_caches.values()):
+            st = cache.stats()
+            for k in total:
+                total[k] += st[k]
+        asked = total["hits"] + total["misses"]
+        total["hit_rate"] = total["hits"] / asked if asked else 0.0
+        total["shared_class_hits"] = self.classes.shared_hits
+        total["classified_states"] = len(self.classes.by_state)
+        return total
 
     _disk_key: str | None = None  # the key of its disk cache entry, when it has one
     _disk_saved = 0  # how many states' token classes that entry holds (as far as this process knows)
@@ -102,7 +139,8 @@ class GrammarCompiler:
     the GIL) while the first masks are filled, so the time to the first mask holds no eager work.
     ``eager_background=False`` classifies them all before returning.  :meth:`wait` waits for it.
     ``max_states``, ``max_stack_depth`` and ``max_compile_seconds`` are the limits of every
-    :class:`~pda.Grammar` it builds.
+    :class:`~pda.Grammar` it builds; ``mask_cache_max_bytes`` bounds each compiled grammar's
+    mask cache (:meth:`CompiledGrammar.mask_cache`).
 
     ``cache_dir`` (default: the ``PDA_CACHE_DIR`` environment variable; none when unset or empty)
     keeps compiled grammars on disk too, under the in-memory cache's keys (grammar text, options,
@@ -120,7 +158,8 @@ class GrammarCompiler:
                  eager_seconds: float = 0.1, eager_background: bool = True,
                  max_compile_seconds: float | None = DEFAULT_MAX_COMPILE_SECONDS,
                  cache_dir: str | os.PathLike[str] | None = None,
-                 cache_dir_max_bytes: int | None = DEFAULT_DISK_MAX_BYTES) -> None:
+                 cache_dir_max_bytes: int | None = DEFAULT_DISK_MAX_BYTES,
+                 mask_cache_max_bytes: int = DEFAULT_MASK_CACHE_BYTES) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
         self.tokenizer_info = tokenizer_info
@@ -145,6 +184,7 @@ class GrammarCompiler:
         self._eager_seconds = eager_seconds
         self._eager_background = eager_background
         self._threads: list[threading.Thread] = []
+        self._mask_cache_max_bytes = mask_cache_max_bytes
 
     # ------------------------------------------------------------------ public
 
@@ -268,7 +308,8 @@ class GrammarCompiler:
                                      eager=self._precompute == "eager")
         if shown[0]:
             sys.stderr.write("\n")
-        compiled = CompiledGrammar(grammar, self.tokenizer_info, classes, 0.0)
+        compiled = CompiledGrammar(grammar, self.tokenizer_info, classes, 0.0,
+                                   mask_cache_max_bytes=self._mask_cache_max_bytes)
         later: list[Callable[[], object]] = []
         aut = grammar.automaton
         if self._precompute == "auto" and self._eager_background:

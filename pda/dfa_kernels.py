@@ -4,7 +4,9 @@
 ("Fast brief practical DFA minimization", 2012): two refinable partitions, one of states (blocks)
 and one of transitions (cords, first grouped by label). A partial DFA needs no sink state, and the
 work is O(n + m log m) for n states and m transitions.  States that cannot reach an accepting state
-are dropped first (their block is -1).
+are dropped first (their block is -1).  It is pda's one minimiser: the byte automata of
+:mod:`pda.fsm` and the code-point automata of :mod:`pda.codepoint_fsm` (labels: elementary
+code-point intervals) both use it.
 
 The kernel's ``py_func`` is plain Python over the same arrays, so the package works under
 ``NUMBA_DISABLE_JIT=1``; ``tests/core/test_fsm.py`` checks it against a brute-force equivalence.

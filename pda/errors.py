@@ -20,9 +20,12 @@ __all__ = [
     "UnsupportedSchemaError",
     "ValidationError",
     "LimitExceededError",
+    "FsmTooLarge",
+    "SchemaTooDeep",
     "TokenizerError",
     "BitmaskError",
     "SerializationError",
+    "ConstraintError",
 ]
 
 
@@ -193,6 +196,22 @@ class LimitExceededError(PdaError, RuntimeError):
         super().__init__(f"limit {limit}={value} exceeded{'; ' + hint if hint else ''}")
 
 
+class FsmTooLarge(LimitExceededError):
+    """A code-point automaton (:mod:`pda.codepoint_fsm`) grew past its state limit.  The JSON
+    Schema frontend catches it where it only probes, and otherwise reports the keyword."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__("automaton_states", limit, f"{what} too large")
+
+
+class SchemaTooDeep(LimitExceededError):
+    """A JSON Schema check went deeper than its limit (``$ref`` chains inlined into one check, or
+    nested values).  The frontend catches it where it only probes ("not proven")."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__("schema_check_depth", limit, what)
+
+
 class TokenizerError(PdaError, ValueError):
     """A tokenizer pda cannot read, or a token id outside the vocabulary."""
 
@@ -204,3 +223,8 @@ class BitmaskError(PdaError, ValueError):
 class SerializationError(PdaError, ValueError):
     """Bytes that :meth:`pda.CompiledGrammar.from_bytes` cannot load: not a compiled grammar, another
     format version, corrupted or truncated (checksum), or compiled for another tokenizer."""
+
+
+class ConstraintError(PdaError, ValueError):
+    """A request's constraint that names no grammar, several, or an unknown or ill-typed option
+    (for example vLLM's ``SamplingParams.extra_args["pda"]``)."""

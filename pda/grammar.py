@@ -8,15 +8,14 @@ from typing import Any
 
 from .automaton import DEFAULT_MAX_STATES, Automaton, build_automaton
 from .errors import GrammarError
+from .grammars import dialect_of, source_text
 from .ir import GrammarIR, to_ebnf
 from .limits import DEFAULT_MAX_COMPILE_SECONDS, compile_budget
-from .matcher import ByteMatcher, Walker, as_bytes, validate_bytes
+from .walker import ByteMatcher, Walker, as_bytes, validate_bytes
 from .normalize import ROOT, normalize
 from .stack import DEFAULT_MAX_STACK_DEPTH, StackArena
 
 __all__ = ["Grammar"]
-
-_DIALECTS = {".gbnf": "ebnf", ".ebnf": "ebnf", ".lark": "lark", ".regex": "regex", ".json": "json_schema"}
 
 
 class Grammar:
@@ -77,7 +76,7 @@ class Grammar:
         """The JSON texts a JSON Schema allows (see :func:`pda.frontends.json_schema.json_schema_to_ir`)."""
         from pda.frontends.json_schema import json_schema_to_ir
 
-        limits = {k: options.pop(k) for k in ("max_states", "max_stack_depth", "max_compile_seconds") if k in options}
+        limits: dict[str, Any] = {k: options.pop(k) for k in ("max_states", "max_stack_depth", "max_compile_seconds") if k in options}
         with _budget(limits):
             grammar = cls(json_schema_to_ir(schema, **options), **limits)
         grammar.json_pointers = True
@@ -87,17 +86,17 @@ class Grammar:
     def from_file(cls, path: str | os.PathLike[str], *, start: str | None = None, **options: Any) -> Grammar:
         """A grammar file; the dialect comes from the extension (.gbnf/.ebnf, .lark, .regex, .json)."""
         p = Path(path)
-        dialect = options.pop("format", None) or _DIALECTS.get(p.suffix.lower())
+        dialect = options.pop("format", None) or dialect_of(p)
         if dialect is None:
             raise GrammarError(f"cannot tell the grammar dialect of {p.name!r}: use .gbnf, .ebnf, .lark or .regex",
                                filename=str(p))
-        text = p.read_text(encoding="utf-8")
+        text = source_text(p.read_text(encoding="utf-8"), dialect)
         if dialect == "ebnf":
             return cls.from_ebnf(text, start=start or "root", filename=str(p), **options)
         if dialect == "lark":
             return cls.from_lark(text, start=start or "start", filename=str(p), **options)
         if dialect == "regex":
-            return cls.from_regex(text.strip("\n"), **options)
+            return cls.from_regex(text, **options)
         if dialect == "json_schema":
             return cls.from_json_schema(text, **options)
         raise GrammarError(f"unknown grammar format {dialect!r}", filename=str(p))

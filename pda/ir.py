@@ -17,13 +17,13 @@ Build nodes with the helpers (:func:`seq`, :func:`alt`, :func:`opt`, :func:`star
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 __all__ = [
     "Expr", "Bytes", "CharClass", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "GrammarIR",
     "EPSILON", "NOTHING", "MAX_CODE_POINT", "seq", "alt", "opt", "star", "plus", "repeat", "lit",
-    "chars", "byte_chars", "any_char", "negate_ranges", "normalize_ranges", "walk", "refs_of",
-    "to_ebnf",
+    "chars", "byte_chars", "nullable", "nonempty", "any_char", "negate_ranges", "normalize_ranges", "walk", "refs_of",
+    "node_count", "size_exceeds", "recursive_rules", "to_ebnf",
 ]
 
 MAX_CODE_POINT = 0x10FFFF
@@ -102,7 +102,7 @@ class Repeat(_Composite):
 
 
 for _cls in (Seq, Alt, Repeat):
-    _cls.__hash__ = _Composite._cached_hash  # type: ignore[method-assign]  # dataclass() put its own there
+    _cls.__hash__ = _Composite._cached_hash  # type: ignore[method-assign,assignment]  # dataclass() put its own there
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +258,45 @@ def refs_of(expr: Expr) -> Iterator[Ref]:
             yield e
 
 
+def node_count(e: Expr) -> int:
+    """The IR nodes of ``e`` read as a tree (a shared subtree counts once per use)."""
+    return sum(1 for _ in walk(e))
+
+
+def size_exceeds(e: Expr, limit: int) -> bool:
+    """Whether ``e`` has more than ``limit`` nodes (counting stops there)."""
+    for n, _ in enumerate(walk(e), 1):
+        if n > limit:
+            return True
+    return False
+
+
+def recursive_rules(graph: Mapping[str, Iterable[str]], names: Iterable[str] | None = None) -> set[str]:
+    """The rules among ``names`` (default: all) that can reach themselves, given the rules each
+    rule calls (``graph[n]``, e.g. ``{r.name for r in refs_of(rules[n])}``; a mapping that fills
+    itself on lookup works too).  A name missing from ``graph`` calls nothing."""
+
+    def calls(n: str) -> Iterable[str]:
+        try:
+            return graph[n]
+        except KeyError:
+            return ()
+
+    out: set[str] = set()
+    for name in graph if names is None else names:
+        seen: set[str] = set()
+        todo = list(calls(name))
+        while todo:
+            r = todo.pop()
+            if r == name:
+                out.add(name)
+                break
+            if r not in seen:
+                seen.add(r)
+                todo.extend(calls(r))
+    return out
+
+
 # ----------------------------------------------------------------------------- printing
 
 
@@ -316,3 +355,48 @@ def _group(e: Expr, strict: bool = False) -> str:
     if isinstance(e, Seq) or (strict and isinstance(e, Repeat)):
         return f"({s})"
     return s
+
+
+# ----------------------------------------------------------------------------- the empty string
+
+
+def nullable(e: Expr, null_rules: set[str]) -> bool:
+    if isinstance(e, Bytes):
+        return not e.data
+    if isinstance(e, (CharClass, ByteClass)):
+        return False
+    if isinstance(e, Seq):
+        return all(nullable(i, null_rules) for i in e.items)
+    if isinstance(e, Alt):
+        return any(nullable(i, null_rules) for i in e.items)
+    if isinstance(e, Repeat):
+        return e.min == 0 or nullable(e.expr, null_rules)
+    if isinstance(e, Ref):
+        return e.name in null_rules
+    raise TypeError(f"not an IR node: {e!r}")
+
+
+def nonempty(e: Expr) -> Expr:
+    """An expression for L(e) minus the empty string; every Ref in ``e`` must be non-nullable."""
+    if isinstance(e, Bytes):
+        return e if e.data else NOTHING
+    if isinstance(e, (CharClass, ByteClass, Ref)):
+        return e
+    if isinstance(e, Alt):
+        return alt(*(nonempty(i) for i in e.items))
+    if isinstance(e, Seq):
+        # the first non-empty part is item i; the items before it matched the empty string
+        branches = []
+        for i, item in enumerate(e.items):
+            if not nullable(item, set()):
+                branches.append(seq(*e.items[i:]))
+                break
+            branches.append(seq(nonempty(item), *e.items[i + 1:]))
+        return alt(*branches)
+    if isinstance(e, Repeat):
+        inner = e.expr
+        if nullable(inner, set()):
+            # a{m,n} with a nullable is (a minus empty){0,n}; minus the empty string: {1,n}.
+            return repeat(nonempty(inner), 1, e.max)
+        return repeat(inner, max(e.min, 1), e.max)
+    raise TypeError(f"not an IR node: {e!r}")

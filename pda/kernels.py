@@ -6,10 +6,16 @@ compare it with the reference and the package works under ``NUMBA_DISABLE_JIT=1`
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-__all__ = ["run_simple", "run_simple_reference", "RUN_FAILED", "RUN_NEEDS_STACK", "RUN_END_OF_INPUT"]
+__all__ = [
+    "run_simple", "run_simple_reference", "RUN_FAILED", "RUN_NEEDS_STACK", "RUN_END_OF_INPUT", "KernelAutomaton",
+    "Workspace", "make_workspace", "walk_tokens", "set_bits", "token_bytesets", "TOKEN_REJECTED", "TOKEN_ACCEPTED",
+    "TOKEN_UNCERTAIN", "TOKEN_OVERFLOW", "partition_codes",
+]
 
 RUN_FAILED = 0  # data[pos] has no edge from the returned state
 RUN_NEEDS_STACK = 1  # data[pos-1] led into the returned state, which has calls or is an end
@@ -60,14 +66,53 @@ _CAP = 256  # threads per depth
 _NODES = 1 << 14  # local stack nodes
 
 
-def make_workspace(max_token_len: int) -> tuple:
+class KernelAutomaton(NamedTuple):
+    """The automaton arrays :func:`walk_tokens` reads (built once per compiled grammar)."""
+
+    trans: np.ndarray  # int32[S, C]
+    byte_class: np.ndarray  # uint8[256]
+    is_end: np.ndarray  # bool[S]
+    call_ptr: np.ndarray  # int32[S+1]
+    call_rule: np.ndarray  # int32[E]
+    call_return: np.ndarray  # int32[E]
+    rule_start: np.ndarray  # int32[R]
+    state_rule: np.ndarray  # int32[S]
+    ret_ptr: np.ndarray  # int32[R+1]: return sites of each rule (CSR) ...
+    ret_state: np.ndarray  # ... the states a rule's callers continue at
+    simple: np.ndarray  # bool[S]: no calls and not an end
+    rule_escape: np.ndarray  # bool[R]: leaving this rule's bare frame makes a token uncertain (no expansion)
+
+
+class Workspace(NamedTuple):
+    """Scratch arrays of one :func:`walk_tokens` caller (one per thread; reused across calls)."""
+
+    st: np.ndarray  # int32[D, CAP]: thread states per depth
+    nd: np.ndarray  # int32[D, CAP]: thread stack nodes per depth
+    cx: np.ndarray  # int8[D, CAP]: 1 for context threads (left the frame through a return site)
+    cnt: np.ndarray  # int32[D]: threads per depth
+    a_state: np.ndarray  # int32[NODES]: local stack nodes: return state ...
+    a_parent: np.ndarray  # ... and parent node
+    n_nodes: np.ndarray  # int64[2]: nodes in use; the lowest real-stack node read
+    a_top: np.ndarray  # int64[D]: nodes in use after each depth's closure
+    seeds_s: np.ndarray
+    seeds_n: np.ndarray
+    seeds_c: np.ndarray
+    wl_s: np.ndarray
+    wl_n: np.ndarray
+    wl_c: np.ndarray
+    esc: np.ndarray  # int8[D]: some path up to this depth could leave an escaping frame
+    lazy: np.ndarray  # int8[D]: the depth's one thread is at an end whose pop is not written out
+
+
+def make_workspace(max_token_len: int) -> Workspace:
     """Scratch arrays for :func:`walk_tokens` (one per thread of use; reused across calls)."""
     d = max_token_len + 1
-    return (
+    return Workspace(
         np.empty((d, _CAP), np.int32), np.empty((d, _CAP), np.int32), np.empty((d, _CAP), np.int8),
-        np.zeros(d, np.int32), np.empty(_NODES, np.int32), np.empty(_NODES, np.int32), np.zeros(1, np.int64),
+        np.zeros(d, np.int32), np.empty(_NODES, np.int32), np.empty(_NODES, np.int32), np.zeros(2, np.int64),
         np.zeros(d, np.int64), np.empty(_CAP, np.int32), np.empty(_CAP, np.int32), np.empty(_CAP, np.int8),
         np.empty(4 * _CAP, np.int32), np.empty(4 * _CAP, np.int32), np.empty(4 * _CAP, np.int8),
+        np.zeros(d, np.int8), np.zeros(d, np.int8),
     )
 
 
@@ -87,10 +132,13 @@ def _node(a_state, a_parent, n_nodes, lo, state, parent):
 
 
 @njit(cache=True, nogil=True)
-def _closure(d, seeds_s, seeds_n, seeds_c, nseeds, st, nd, cx, cnt, a_state, a_parent, n_nodes, node_lo,
-             wl_s, wl_n, wl_c, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr,
-             ret_state, expand):
-    """Put the closure of the seed threads into set ``d``; False on overflow."""
+def _closure(d, nseeds, node_lo, n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes, seeds_s, seeds_n,
+             seeds_c, wl_s, wl_n, wl_c, esc_d, is_end, state_rule, rule_escape, ret_ptr, ret_state, call_ptr,
+             call_rule, call_return, rule_start):
+    """Put the closure of the seed threads into set ``d``; False on overflow.  Sets ``esc_d[d]``
+    when a thread reaches the end of an escaping rule at the frame bottom, and lowers
+    ``n_nodes[1]`` to the lowest real-stack node a pop read.  (Arrays, not the NamedTuples: a
+    call with NamedTuple arguments costs about 100 ns in numba.)"""
     cap = st.shape[1]
     wcap = wl_s.shape[0]
     w = 0
@@ -100,6 +148,7 @@ def _closure(d, seeds_s, seeds_n, seeds_c, nseeds, st, nd, cx, cnt, a_state, a_p
         wl_c[w] = seeds_c[i]
         w += 1
     cnt[d] = 0
+    esc = esc_d[d - 1] if d > 0 else 0
     while w > 0:
         w -= 1
         s = wl_s[w]
@@ -122,19 +171,24 @@ def _closure(d, seeds_s, seeds_n, seeds_c, nseeds, st, nd, cx, cnt, a_state, a_p
             if n >= 0:
                 if w >= wcap:
                     return False
+                if n < n_stack and n < n_nodes[1]:
+                    n_nodes[1] = n
                 wl_s[w] = a_state[n]
                 wl_n[w] = a_parent[n]
                 wl_c[w] = c
                 w += 1
             elif expand:
                 r = state_rule[s]
-                for e in range(ret_ptr[r], ret_ptr[r + 1]):
-                    if w >= wcap:
-                        return False
-                    wl_s[w] = ret_state[e]
-                    wl_n[w] = -1
-                    wl_c[w] = 1
-                    w += 1
+                if rule_escape[r]:
+                    esc = 1
+                else:
+                    for e in range(ret_ptr[r], ret_ptr[r + 1]):
+                        if w >= wcap:
+                            return False
+                        wl_s[w] = ret_state[e]
+                        wl_n[w] = -1
+                        wl_c[w] = 1
+                        w += 1
         for e in range(call_ptr[s], call_ptr[s + 1]):
             k = _node(a_state, a_parent, n_nodes, node_lo, call_return[e], n)
             if k < 0 or w >= wcap:
@@ -143,49 +197,163 @@ def _closure(d, seeds_s, seeds_n, seeds_c, nseeds, st, nd, cx, cnt, a_state, a_p
             wl_n[w] = k
             wl_c[w] = c
             w += 1
+    esc_d[d] = esc
     return True
 
 
 @njit(cache=True, nogil=True)
-def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rule_start, state_rule,
-                ret_ptr, ret_state, simple, data, offsets, lcp, skip, bytesets, cand, start_state, stack, expand,
-                out, ws):
+def _single(d, t, n, c, expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
+    """Make set ``d + 1`` the one thread (t, n, c) when that needs no closure: ``t`` has no calls
+    and is simple, or an end whose pop can wait (inside a call: ``lazy``), or the end of an
+    escaping rule at the frame bottom, or an end at the bottom of a real stack.  False otherwise."""
+    lz = 0
+    if simple[t]:
+        esc[d + 1] = esc[d]
+    elif call_ptr[t] != call_ptr[t + 1]:
+        return False
+    elif n >= 0:
+        lz = 1
+        esc[d + 1] = esc[d]
+    elif not expand:
+        esc[d + 1] = esc[d]
+    elif rule_escape[state_rule[t]]:
+        esc[d + 1] = 1
+    else:
+        return False
+    st[d + 1, 0] = t
+    nd[d + 1, 0] = n
+    cx[d + 1, 0] = c
+    cnt[d + 1] = 1
+    lazy[d + 1] = lz
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _loop_bytes(trans, class_bytes, s, r, loops):
+    """Into ``loops``, the bytes that keep a thread on state ``s`` and that state ``r`` (a pop not
+    written out; -1 for none) cannot read; returns how many."""
+    for k in range(4):
+        loops[k] = 0
+    n = 0
+    for c in range(trans.shape[1]):
+        if trans[s, c] == s and (r < 0 or trans[r, c] < 0):
+            for k in range(4):
+                loops[k] |= class_bytes[c, k]
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _utf8_loops(trans, byte_class, s, r):
+    """True when every multi-byte UTF-8 character leads from state ``s`` back to ``s`` (and state
+    ``r``, a pop not written out, if >= 0, reads no lead byte): then a whole-UTF-8 token whose
+    ASCII bytes loop on ``s`` stays on ``s``."""
+    for lead in range(0xC2, 0xF5):
+        c = byte_class[lead]
+        if r >= 0 and trans[r, c] >= 0:
+            return False
+        t = trans[s, c]
+        if t < 0:
+            return False
+        lo, hi = 0x80, 0xBF
+        if lead == 0xE0:
+            lo = 0xA0
+        elif lead == 0xED:
+            hi = 0x9F
+        elif lead == 0xF0:
+            lo = 0x90
+        elif lead == 0xF4:
+            hi = 0x8F
+        ncont = 1 if lead < 0xE0 else 2 if lead < 0xF0 else 3
+        # the states after the first continuation byte (few distinct), then the rest
+        prev = -1
+        for b in range(lo, hi + 1):
+            t2 = trans[t, byte_class[b]]
+            if t2 < 0:
+                return False
+            if t2 == prev:
+                continue
+            prev = t2
+            if not _conts_reach(trans, byte_class, t2, ncont - 1, s):
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _conts_reach(trans, byte_class, t, k, s):
+    """Every sequence of ``k`` continuation bytes leads from ``t`` to ``s``."""
+    if k == 0:
+        return t == s
+    prev = -1
+    for b in range(0x80, 0xC0):
+        t2 = trans[t, byte_class[b]]
+        if t2 < 0:
+            return False
+        if t2 == prev:
+            continue
+        prev = t2
+        if not _conts_reach(trans, byte_class, t2, k - 1, s):
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     """Classify the sorted tokens ``cand`` (ascending sorted-trie indices) from one top.
 
+    ``A`` is a :class:`KernelAutomaton`, ``T`` the :class:`~pda.tokenizer.TokenTrie`, ``ws`` a
+    :class:`Workspace`.
     The walk starts at ``start_state`` over ``stack`` (return states, bottom first; empty for a
-    bare frame).  With ``expand`` (precompute), popping below the frame continues at every return
-    site of the rule ("context expansion") as a context thread.  ``out[j]`` gets a TOKEN_* code.
-    Tokens share the work of their common prefix; a prefix that dies rejects every token that
+    bare frame).  With ``expand`` (precompute), reaching the end of the rule at the frame bottom
+    either continues at every return site of the rule as a context thread ("context expansion"),
+    or, for a rule with ``rule_escape``, marks every token that gets there *uncertain* whatever
+    follows (the rule's callers decide, at run time).  ``out[j]`` gets a TOKEN_* code.
+
+    Tokens share the work of their common prefix; a prefix that dies decides every token that
     starts with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp``
     gives the common prefixes and a dead prefix jumps over its subtree through ``skip``, so a top
     that allows few tokens costs little more than the tokens it allows; a token whose bytes
-    (``bytesets``) all loop on the start state is accepted without a walk.  ``ws`` is a
-    :func:`make_workspace` tuple.
+    (``bytesets``) all loop on the start state is accepted without a walk.
+
+    Returns how many frames of ``stack`` (from the top) some pop read: a stack that agrees with
+    this one on that many top frames gets the same answer for every token.
     """
-    st, nd, cx, cnt, a_state, a_parent, n_nodes, a_top, seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c = ws
-    if stack.shape[0] > a_state.shape[0] // 2:
+    # unpacked once: numba passes NamedTuples to helpers slowly
+    st, nd, cx, cnt, a_state, a_parent, n_nodes, a_top = ws.st, ws.nd, ws.cx, ws.cnt, ws.a_state, ws.a_parent, \
+        ws.n_nodes, ws.a_top
+    seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, lazy = ws.seeds_s, ws.seeds_n, ws.seeds_c, ws.wl_s, ws.wl_n, \
+        ws.wl_c, ws.esc, ws.lazy
+    trans, byte_class, simple, is_end, state_rule, rule_escape = A.trans, A.byte_class, A.simple, A.is_end, \
+        A.state_rule, A.rule_escape
+    ret_ptr, ret_state, call_ptr, call_rule, call_return, rule_start = A.ret_ptr, A.ret_state, A.call_ptr, \
+        A.call_rule, A.call_return, A.rule_start
+    data, offsets, lcp, skip, bytesets, whole_utf8 = T.data, T.offsets, T.lcp, T.skip, T.bytesets, T.whole_utf8
+    n_stack = stack.shape[0]
+    if n_stack > a_state.shape[0] // 2:
         for j in range(cand.shape[0]):
             out[j] = TOKEN_OVERFLOW
-        return
+        return n_stack
     top = -1
-    for k in range(stack.shape[0]):
+    for k in range(n_stack):
         a_state[k] = stack[k]
         a_parent[k] = top
         top = k
-    n_nodes[0] = stack.shape[0]
+    n_nodes[0] = n_stack
+    n_nodes[1] = n_stack
     seeds_s[0] = start_state
     seeds_n[0] = top
     seeds_c[0] = 0
-    ok0 = _closure(0, seeds_s, seeds_n, seeds_c, 1, st, nd, cx, cnt, a_state, a_parent, n_nodes, n_nodes[0],
-                   wl_s, wl_n, wl_c, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr,
-                   ret_state, expand)
-    if not ok0:
+    if not _closure(0, 1, n_nodes[0], n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
+            seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
+            ret_state, call_ptr, call_rule, call_return, rule_start):
         for j in range(cand.shape[0]):
             out[j] = TOKEN_OVERFLOW
-        return
+        return n_stack
+    lazy[0] = 0
     a_top[0] = n_nodes[0]
     valid = 0  # depths 0..valid hold the sets of the previous token's prefix
-    dead_at = -1  # the previous token's prefix of this length (>0) died
+    dead_at = -1  # the previous token's prefix of this length (>0) died ...
+    dead_res = TOKEN_REJECTED  # ... deciding every token that starts with it so
     over_at = -1  # ... or overflowed
     prev = -1
     ncand = cand.shape[0]
@@ -197,18 +365,38 @@ def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rul
     # accepted by the start thread (it never leaves the state), with no walk
     loops = np.zeros(4, dtype=np.uint64)
     nloops = 0
+    utf8 = False
     if full:
         for b in range(256):
             if trans[start_state, byte_class[b]] == start_state:
                 loops[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
                 nloops += 1
+        utf8 = nloops > 0 and _utf8_loops(trans, byte_class, start_state, -1)
+    # the same for a one-thread depth >= 1 of the current prefix
+    class_bytes = np.zeros((trans.shape[1], 4), dtype=np.uint64)
+    if full:
+        for b in range(256):
+            class_bytes[byte_class[b], b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    loopsk = np.zeros(4, dtype=np.uint64)
+    nloopsk = 0  # > 0: loopsk holds the loop bytes of the one thread at depth kdepth
+    kdepth = 0
+    utf8k = False
+    lbytes = np.zeros(4, dtype=np.uint64)  # the loop bytes of the last one-thread state looked at
+    lstate = -1
+    lret = -1
+    lcount = 0
+    lutf8 = False
     j = -1
     while True:
         j += 1
         if full and dead_at > 0:
-            # every token below the dead prefix is rejected (out is pre-filled): jump over them
+            # every token below the dead prefix is decided: jump over them
             while j < ncand and lcp[j] >= dead_at:
-                j = skip[j]
+                nj = skip[j]
+                if dead_res != TOKEN_REJECTED:  # out is pre-filled with REJECTED
+                    for k in range(j, nj):
+                        out[k] = dead_res
+                j = nj
         if j >= ncand:
             break
         i = cand[j]
@@ -222,8 +410,16 @@ def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rul
             lim = min(ln, offsets[prev + 1] - pa)
             while common < lim and data[a + common] == data[pa + common]:
                 common += 1
-        if full and nloops > 0 and (bytesets[i, 0] & ~loops[0]) == 0 and (bytesets[i, 1] & ~loops[1]) == 0 \
-                and (bytesets[i, 2] & ~loops[2]) == 0 and (bytesets[i, 3] & ~loops[3]) == 0:
+        if full and (nloops > 0 and (bytesets[i, 0] & ~loops[0]) == 0 and (bytesets[i, 1] & ~loops[1]) == 0
+                     and ((bytesets[i, 2] & ~loops[2]) == 0 and (bytesets[i, 3] & ~loops[3]) == 0
+                          or utf8 and whole_utf8[i])
+                     or nloopsk > 0 and common >= kdepth and valid >= kdepth
+                     and (bytesets[i, 0] & ~loopsk[0]) == 0 and (bytesets[i, 1] & ~loopsk[1]) == 0
+                     and ((bytesets[i, 2] & ~loopsk[2]) == 0 and (bytesets[i, 3] & ~loopsk[3]) == 0
+                          or utf8k and whole_utf8[i])):
+            # every byte loops on the start state (or its ASCII bytes do and its other characters
+            # are whole and every such character loops), or: the shared prefix leads to one thread
+            # on a state on which the same holds for every byte of the token
             out[j] = TOKEN_ACCEPTED
             valid = min(valid, common)  # the next token shares with the last walked one at most this
             dead_at = -1
@@ -231,7 +427,7 @@ def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rul
             continue
         prev = i
         if dead_at > 0 and common >= dead_at:
-            out[j] = TOKEN_REJECTED
+            out[j] = dead_res
             continue
         if over_at > 0 and common >= over_at:
             out[j] = TOKEN_OVERFLOW
@@ -239,23 +435,69 @@ def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rul
         dead_at = -1
         over_at = -1
         d = min(common, valid)
+        if d < kdepth:
+            nloopsk = 0
         n_nodes[0] = a_top[d]
         result = -1
         while d < ln:
+            if full and d >= 1 and cnt[d] == 1 and cx[d, 0] == 0 and (data[a + d] >= 0xC2 or trans[st[d, 0], byte_class[data[a + d]]] == st[d, 0]):
+                # one thread, whose next byte loops (or starts a character): when every byte of the token loops on its state, the rest of the
+                # token stays there: accepted, and so is every later token with this prefix whose
+                # bytes loop there too (armed as kdepth / loopsk)
+                r = -1
+                if lazy[d]:
+                    r = a_state[nd[d, 0]]
+                    if not simple[r]:
+                        r = -2
+                if r != -2:
+                    if st[d, 0] != lstate or r != lret:
+                        lstate = st[d, 0]
+                        lret = r
+                        lcount = _loop_bytes(trans, class_bytes, lstate, r, lbytes)
+                        lutf8 = lcount > 0 and _utf8_loops(trans, byte_class, lstate, r)
+                    if lcount > 0 and (bytesets[i, 0] & ~lbytes[0]) == 0 and (bytesets[i, 1] & ~lbytes[1]) == 0 \
+                            and ((bytesets[i, 2] & ~lbytes[2]) == 0 and (bytesets[i, 3] & ~lbytes[3]) == 0
+                                 or lutf8 and whole_utf8[i]):
+                        for k in range(4):
+                            loopsk[k] = lbytes[k]
+                        utf8k = lutf8
+                        nloopsk = 1
+                        kdepth = d
+                        valid = d
+                        result = TOKEN_ACCEPTED
+                        break
             b = byte_class[data[a + d]]
+            if cnt[d] == 1 and lazy[d]:
+                # the thread sits at an end inside a call: popping reaches a_state[n], which can
+                # only matter when it reads this byte; else write the pop out now
+                n0 = nd[d, 0]
+                r = a_state[n0]
+                if n0 < n_stack and n0 < n_nodes[1]:
+                    n_nodes[1] = n0
+                if not (simple[r] and trans[r, b] < 0):
+                    lazy[d] = 0
+                    n_nodes[0] = a_top[d]
+                    seeds_s[0] = st[d, 0]
+                    seeds_n[0] = n0
+                    seeds_c[0] = cx[d, 0]
+                    if not _closure(d, 1, n_nodes[0], n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
+                            seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
+                            ret_state, call_ptr, call_rule, call_return, rule_start):
+                        over_at = d
+                        valid = d - 1
+                        result = TOKEN_OVERFLOW
+                        break
+                    a_top[d] = n_nodes[0]
             if cnt[d] == 1:
-                # one thread: a step into a simple state needs no closure
+                # one thread: a step often needs no closure (see _single)
                 t = trans[st[d, 0], b]
                 if t < 0:
                     dead_at = d + 1
+                    dead_res = TOKEN_UNCERTAIN if esc[d] else TOKEN_REJECTED
                     valid = d
-                    result = TOKEN_REJECTED
+                    result = dead_res
                     break
-                if simple[t]:
-                    st[d + 1, 0] = t
-                    nd[d + 1, 0] = nd[d, 0]
-                    cx[d + 1, 0] = cx[d, 0]
-                    cnt[d + 1] = 1
+                if _single(d, t, nd[d, 0], cx[d, 0], expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
                     d += 1
                     a_top[d] = n_nodes[0]
                     continue
@@ -269,28 +511,78 @@ def walk_tokens(trans, byte_class, is_end, call_ptr, call_rule, call_return, rul
                     ns += 1
             if ns == 0:
                 dead_at = d + 1
+                dead_res = TOKEN_UNCERTAIN if esc[d] else TOKEN_REJECTED
                 valid = d
-                result = TOKEN_REJECTED
+                result = dead_res
                 break
-            ok = _closure(d + 1, seeds_s, seeds_n, seeds_c, ns, st, nd, cx, cnt, a_state, a_parent, n_nodes,
-                          n_nodes[0], wl_s, wl_n, wl_c, is_end, call_ptr, call_rule, call_return, rule_start,
-                          state_rule, ret_ptr, ret_state, expand)
+            if ns == 1 and _single(d, seeds_s[0], seeds_n[0], seeds_c[0], expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
+                d += 1
+                a_top[d] = n_nodes[0]
+                continue
+            ok = _closure(d + 1, ns, n_nodes[0], n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
+                    seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
+                    ret_state, call_ptr, call_rule, call_return, rule_start)
             if not ok:
                 over_at = d + 1
                 valid = d
                 result = TOKEN_OVERFLOW
                 break
+            lazy[d + 1] = 0
             d += 1
             a_top[d] = n_nodes[0]
         if result < 0:
             valid = ln
-            result = TOKEN_REJECTED
+            result = TOKEN_UNCERTAIN if esc[ln] else TOKEN_REJECTED
             for k in range(cnt[ln]):
                 if cx[ln, k] == 0:
                     result = TOKEN_ACCEPTED
                     break
                 result = TOKEN_UNCERTAIN
         out[j] = result
+    return n_stack - n_nodes[1]
+
+
+WORD_BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
+"""The int32 value of each bit of a bitmask word: ``1 << i``, bit 31 being the sign bit (-2**31)."""
+
+
+@njit(cache=True, nogil=True)
+def partition_codes(out, cand, order):
+    """(ids of the ACCEPTED tokens, sorted-trie indices of the UNCERTAIN and OVERFLOW ones) of a
+    :func:`walk_tokens` result ``out`` over ``cand``.  REJECTED is 0, so runs of rejected tokens
+    are skipped eight codes at a time."""
+    n = out.shape[0]
+    full = n - n % 8
+    words = out[:full].view(np.uint64)
+    na = 0
+    nu = 0
+    for w in range(words.shape[0]):
+        if words[w] != 0:
+            for j in range(8 * w, 8 * w + 8):
+                if out[j] == TOKEN_ACCEPTED:
+                    na += 1
+                elif out[j] != TOKEN_REJECTED:
+                    nu += 1
+    for j in range(full, n):
+        if out[j] == TOKEN_ACCEPTED:
+            na += 1
+        elif out[j] != TOKEN_REJECTED:
+            nu += 1
+    acc = np.empty(na, np.int32)
+    unc = np.empty(nu, np.int32)
+    na = 0
+    nu = 0
+    for w in range(words.shape[0] + 1):
+        if w < words.shape[0] and words[w] == 0:
+            continue
+        for j in range(8 * w, min(8 * w + 8, n)):
+            if out[j] == TOKEN_ACCEPTED:
+                acc[na] = order[cand[j]]
+                na += 1
+            elif out[j] != TOKEN_REJECTED:
+                unc[nu] = cand[j]
+                nu += 1
+    return acc, unc
 
 
 @njit(cache=True, nogil=True)
@@ -298,7 +590,7 @@ def set_bits(words, ids):
     """``words[id >> 5] |= 1 << (id & 31)`` for every id (an int32 bitmask row)."""
     for k in range(ids.shape[0]):
         t = ids[k]
-        words[t >> 5] |= np.int32(1 << (t & 31)) if (t & 31) != 31 else np.int32(-2147483648)
+        words[t >> 5] |= WORD_BITS[t & 31]
 
 
 @njit(cache=True, nogil=True)

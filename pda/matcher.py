@@ -1,290 +1,43 @@
-"""Text-level matching: configurations of the pushdown automaton, the closure, the byte walk.
+"""Token-level matching: token masks, token acceptance, rollback and jump-forward for one sequence.
 
-A *configuration* is a mapping top state -> frozen set of parent nodes (GSS nodes in a
-:class:`~pda.stack.StackArena`, or ``BOTTOM``), kept only for tops that can read a byte, plus
-whether the text so far is a complete sentence.  Tops that share a state are merged, so a
-configuration never holds more tops than the automaton has states, however ambiguous the grammar.
+A :class:`GrammarMatcher` steps a :class:`~pda.walker.Walker` configuration through the bytes of
+accepted tokens and keeps the history of configurations for rollback.  Its mask for a
+configuration is the union, over the configuration's tops, of the top state's *accepted* tokens
+(:mod:`pda.precompute`) and of those of the state's *uncertain* tokens that survive a walk on the
+real stack below the top (:func:`pda.kernels.walk_tokens` over each linear stack of the GSS).
 
-The closure after a byte has two phases.  Pops first: a top at an end state returns to each of its
-parents.  Then pushes, in the automaton's ``push_rank`` order: a call edge ``s -r-> t`` puts the
-start of ``r`` on top of a new node ``(t, parents of s)``.  Because every rule but the root consumes
-at least one byte before it can return, pushes never cause pops at the same position, and because
-left recursion is gone, the pushes form a DAG: each top's parent set is final before it is used.
+**The mask cache.**  Final rows are kept in the compiled grammar's
+:class:`~pda.cache.mask_cache.MaskCache`, shared by every matcher of that grammar.  The key of a
+configuration is, for each top, its state and the *signature* of the top ``d`` frames below it
+(the set of return-state paths of length ``d``; ``-1`` ends a path at the bottom), where ``d`` is
+the deepest frame a walk has ever read for that state (``CompiledGrammar.signature_depth``).  A
+walk is deterministic and reads only those frames, so any stack that agrees on them gets the same
+mask: a hit is exact.  A key is computed with the depths known when its row was computed, never
+shallower than what that row's walks read; keys from before a depth grew only miss.  Stop tokens
+are per matcher, so they are added after the cached row is copied.
 """
 
 from __future__ import annotations
 
-import heapq
-import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .automaton import Automaton
-from .errors import ValidationError
-from .kernels import (
-    RUN_FAILED, RUN_NEEDS_STACK, TOKEN_ACCEPTED, TOKEN_OVERFLOW, make_workspace, run_simple, set_bits, walk_tokens,
-)
+from .kernels import TOKEN_ACCEPTED, TOKEN_OVERFLOW, Workspace, make_workspace, set_bits, walk_tokens
 from .stack import BOTTOM, StackArena
+from .walker import Config, Walker, as_bytes
 
 if TYPE_CHECKING:
     from .compiler import CompiledGrammar
 
-__all__ = ["Config", "Walker", "ByteMatcher", "GrammarMatcher"]
-
-
-class Config:
-    """Tops that can read a byte (state -> parents) and whether the text is a complete sentence.
-
-    Immutable and hashable (the hash is computed once), so steps can be memoised."""
-
-    __slots__ = ("tops", "accepting", "_hash")
-
-    def __init__(self, tops: tuple[tuple[int, frozenset[int]], ...], accepting: bool) -> None:
-        self.tops = tops
-        self.accepting = accepting
-        self._hash = hash((tops, accepting))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return (self is other or isinstance(other, Config) and self._hash == other._hash
-                and self.tops == other.tops and self.accepting == other.accepting)
-
-    def __repr__(self) -> str:
-        return f"Config(tops={self.tops!r}, accepting={self.accepting})"
-
-    @property
-    def alive(self) -> bool:
-        """True when the text so far can still be extended or is complete."""
-        return bool(self.tops) or self.accepting
-
-
-_DEAD = Config((), False)
-_MEMO_LIMIT = 200_000
-
-
-_TABLES: "weakref.WeakKeyDictionary[Automaton, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _tables(aut: Automaton) -> tuple:
-    """The automaton as Python lists (fast to index from Python), built once per automaton."""
-    got = _TABLES.get(aut)
-    if got is None:
-        got = _TABLES[aut] = (
-            aut.byte_class.tolist(), aut.is_end.tolist(), aut.has_bytes.tolist(), aut.push_rank.tolist(),
-            [aut.calls(s) for s in range(aut.num_states)], aut.rule_start.tolist(), aut.trans.tolist(),
-        )
-    return got
-
-
-class Walker:
-    """Stepping over an automaton with one stack arena (memoised per arena)."""
-
-    def __init__(self, aut: Automaton, arena: StackArena) -> None:
-        self.aut = aut
-        self.arena = arena
-        self._trans = aut.trans
-        self._simple = aut.simple
-        self._cls, self._is_end, self._has_bytes, self._rank, self._calls, self._starts, self._rows = _tables(aut)
-        self._memo: dict[tuple[Config, int], Config] = {}
-
-    def initial(self) -> Config:
-        return self.closure({self._starts[0]: {BOTTOM}})
-
-    def closure(self, tops: dict[int, set[int]]) -> Config:
-        """Pops, then pushes; returns the configuration (see the module docstring)."""
-        arena, is_end = self.arena, self._is_end
-        accepting = False
-        pending = {s: set(p) for s, p in tops.items()}
-        work = list(pending)
-        while work:
-            s = work.pop()
-            new = pending.pop(s, None)
-            if not new or not is_end[s]:
-                continue
-            for p in new:
-                if p == BOTTOM:
-                    accepting = True
-                    continue
-                t = arena.state[p]
-                cur = tops.get(t)
-                if cur is None:
-                    cur = tops[t] = set()
-                add = arena.parents[p] - cur
-                if add:
-                    cur |= add
-                    pending.setdefault(t, set()).update(add)
-                    work.append(t)
-        calls, rank, starts = self._calls, self._rank, self._starts
-        heap = [(rank[s], s) for s in tops if calls[s]]
-        if heap:
-            heapq.heapify(heap)
-            done: set[int] = set()
-            while heap:
-                _, s = heapq.heappop(heap)
-                if s in done:
-                    continue
-                done.add(s)
-                parents = frozenset(tops[s])
-                for r, ret in calls[s]:
-                    node = arena.node(ret, parents)
-                    st = starts[r]
-                    cur = tops.get(st)
-                    if cur is None:
-                        cur = tops[st] = set()
-                    cur.add(node)
-                    if calls[st]:
-                        heapq.heappush(heap, (rank[st], st))
-        has_bytes = self._has_bytes
-        return Config(tuple(sorted((s, frozenset(p)) for s, p in tops.items() if has_bytes[s])), accepting)
-
-    def step(self, cfg: Config, byte: int) -> Config:
-        """The configuration after one more byte (dead when no top can read it).  Memoised per
-        (configuration, byte class): texts revisit the same configurations all the time."""
-        c = self._cls[byte]
-        key = (cfg, c)
-        got = self._memo.get(key)
-        if got is not None:
-            return got
-        rows = self._rows
-        nxt: dict[int, set[int]] = {}
-        for s, parents in cfg.tops:
-            t = rows[s][c]
-            if t >= 0:
-                have = nxt.get(t)
-                if have is None:
-                    nxt[t] = set(parents)
-                else:
-                    have |= parents
-        got = self.closure(nxt) if nxt else _DEAD
-        if len(self._memo) >= _MEMO_LIMIT:
-            self._memo.clear()
-        self._memo[key] = got
-        return got
-
-    def run(self, cfg: Config, data: np.ndarray, pos: int, end: int) -> tuple[Config, int]:
-        """Feed ``data[pos:end]``; returns (config, position reached).  Stops at the first dead byte:
-        then the config returned is the last live one and the position is that of the byte."""
-        trans, cls, simple = self._trans, self.aut.byte_class, self._simple
-        while pos < end:
-            if len(cfg.tops) == 1 and not cfg.accepting:
-                (s, parents), = cfg.tops
-                npos, t, status = run_simple(trans, cls, simple, s, data, pos, end)
-                if status == RUN_FAILED:
-                    if npos > pos:
-                        cfg = Config(((t, parents),), False)
-                    return cfg, npos
-                if status == RUN_NEEDS_STACK:
-                    cfg = self.closure({t: set(parents)})
-                else:
-                    cfg = Config(((t, parents),), False) if npos > pos else cfg
-                pos = npos
-                continue
-            nxt = self.step(cfg, int(data[pos]))
-            if not nxt.alive:
-                return cfg, pos
-            cfg = nxt
-            pos += 1
-        return cfg, pos
-
-    def expected(self, cfg: Config) -> tuple[int, ...]:
-        """The byte values some top of ``cfg`` can read."""
-        rows, cls = self._rows, self._cls
-        return tuple(b for b in range(256) if any(rows[s][cls[b]] >= 0 for s, _ in cfg.tops))
-
-
-def as_bytes(text: str | bytes | bytearray | memoryview) -> bytes:
-    if isinstance(text, str):
-        return text.encode("utf-8")
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        return bytes(text)
-    raise TypeError(f"expected str or bytes, got {type(text).__name__}")
-
-
-class ByteMatcher:
-    """An incremental matcher for a byte stream, with rollback.
-
-    ``feed`` changes the state only when every byte is accepted; a refused chunk leaves the matcher
-    as it was and returns False.  ``rollback(n)`` forgets the last ``n`` accepted bytes.
-    """
-
-    def __init__(self, walker: Walker) -> None:
-        self._walker = walker
-        self._data = bytearray()
-        # checkpoints: (byte position, config); replaying from the last one reaches any position
-        self._checkpoints: list[tuple[int, Config]] = [(0, walker.initial())]
-        self._cfg = self._checkpoints[0][1]
-
-    @property
-    def num_bytes(self) -> int:
-        """How many bytes have been accepted."""
-        return len(self._data)
-
-    def feed(self, data: str | bytes) -> bool:
-        """Accept ``data`` if the text stays a prefix of a sentence (changes state only then)."""
-        chunk = as_bytes(data)
-        if not chunk:
-            return True
-        arr = np.frombuffer(chunk, dtype=np.uint8)
-        cfg, pos = self._walker.run(self._cfg, arr, 0, len(arr))
-        if pos < len(arr):
-            return False
-        self._data += chunk
-        self._cfg = cfg
-        self._checkpoints.append((len(self._data), cfg))
-        return True
-
-    def can_feed(self, data: str | bytes) -> bool:
-        """Whether ``feed(data)`` would succeed (never changes state)."""
-        arr = np.frombuffer(as_bytes(data), dtype=np.uint8)
-        _, pos = self._walker.run(self._cfg, arr, 0, len(arr))
-        return pos == len(arr)
-
-    def is_complete(self) -> bool:
-        """True when the bytes accepted so far form a whole sentence of the grammar."""
-        return self._cfg.accepting
-
-    def allowed_bytes(self) -> tuple[int, ...]:
-        """The byte values that may come next."""
-        return self._walker.expected(self._cfg)
-
-    def rollback(self, num_bytes: int) -> None:
-        """Forget the last ``num_bytes`` accepted bytes."""
-        if not 0 <= num_bytes <= len(self._data):
-            raise ValueError(f"cannot roll back {num_bytes} bytes: {len(self._data)} accepted")
-        target = len(self._data) - num_bytes
-        while self._checkpoints[-1][0] > target:
-            self._checkpoints.pop()
-        base, cfg = self._checkpoints[-1]
-        if base < target:
-            arr = np.frombuffer(bytes(self._data[base:target]), dtype=np.uint8)
-            cfg, _ = self._walker.run(cfg, arr, 0, len(arr))
-            self._checkpoints.append((target, cfg))
-        del self._data[target:]
-        self._cfg = cfg
-
-    def reset(self) -> None:
-        """Back to the empty text."""
-        self.rollback(len(self._data))
-
-
-def validate_bytes(walker: Walker, data: bytes, *, prefix: bool) -> ValidationError | None:
-    """None when ``data`` is a sentence (or, with ``prefix``, a viable prefix); else the error."""
-    arr = np.frombuffer(data, dtype=np.uint8)
-    cfg, pos = walker.run(walker.initial(), arr, 0, len(arr))
-    if pos < len(arr):
-        return ValidationError(data, pos, walker.expected(cfg), incomplete=False)
-    if prefix or cfg.accepting:
-        return None
-    return ValidationError(data, pos, walker.expected(cfg), incomplete=True)
-
-
-# ----------------------------------------------------------------------------- token-level matching
+__all__ = ["GrammarMatcher"]
 
 _MAX_STACK_PATHS = 64  # linear stacks enumerated per top before falling back to the byte walker
 _MAX_JUMP = 4096
+_KEY_MEMO_LIMIT = 4096  # configurations whose mask keys a matcher remembers
+ARENA_RESET_NODES = 1 << 16  # reset() starts a new stack arena once the old one has this many nodes
+
+MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
 
 
 class GrammarMatcher:
@@ -318,8 +71,8 @@ class GrammarMatcher:
         self._max_rollback = max_rollback_tokens
         self._token_bytes = tok.token_bytes
         self._vocab_size = tok.vocab_size
-        self._unc_cache: dict[tuple[int, frozenset[int]], np.ndarray] = {}
-        self._ws: tuple | None = None  # kernel scratch arrays, made on first use
+        self._keys: dict[Config, MaskKey | None] = {}  # mask keys of configurations met
+        self._ws: Workspace | None = None  # kernel scratch arrays, made on first use
         self._history: list[tuple[Config, bool]] = [(self._walker.initial(), False)]
 
     # ------------------------------------------------------------------ state
@@ -393,19 +146,24 @@ class GrammarMatcher:
             del self._history[-num_tokens:]
 
     def reset(self) -> None:
-        """Back to the start of the grammar, with an empty history."""
-        del self._history[1:]
-        if not self._history or self._history[0][0] is None:
-            self._history = [(self._walker.initial(), False)]
-        elif self.num_tokens == 0 and self._max_rollback is not None:
-            self._history = [(self._walker.initial(), False)]
+        """Back to the start of the grammar, with an empty history.  A stack arena that has grown
+        past ``ARENA_RESET_NODES`` nodes is replaced (forks keep the old one), so a matcher reused
+        for many sequences stays bounded."""
+        if len(self._walker.arena) > ARENA_RESET_NODES:
+            grammar = self._compiled.grammar
+            self._walker = Walker(grammar.automaton, StackArena(grammar.max_stack_depth))
+            self._keys = {}
+        self._history = [(self._walker.initial(), False)]
 
     def fork(self) -> GrammarMatcher:
-        """An independent copy (for beam search or parallel sampling); shares read-only data."""
+        """An independent copy (for beam search or parallel sampling); shares read-only data.
+        A fork may be used from another thread: the stack arena they share interns nodes under
+        a lock, and scratch arrays and memo tables are never shared."""
         other = object.__new__(GrammarMatcher)
         other.__dict__.update(self.__dict__)
         other._history = list(self._history)
-        other._ws = None  # scratch arrays are never shared (forks may run in other threads)
+        other._keys = dict(self._keys)
+        other._ws = None
         return other
 
     # ------------------------------------------------------------------ masks
@@ -415,54 +173,135 @@ class GrammarMatcher:
         a torch tensor or a numpy array).  Reads the state only.  Returns True (a mask to apply)."""
         from .bitmask import _row_view_for_fill  # lazy: torch
 
-        row, commit = _row_view_for_fill(bitmask, index, self._compiled.classes.words)
+        row, commit = _row_view_for_fill(bitmask, index, self._compiled.words)
         self._fill_row(row)
         commit()
         return True
 
     def next_token_mask(self) -> np.ndarray:
         """The allowed tokens as a fresh int32 bitmask row (numpy)."""
-        row = np.zeros(self._compiled.classes.words, dtype=np.int32)
+        row = np.zeros(self._compiled.words, dtype=np.int32)
         self._fill_row(row)
         return row
 
-    def _fill_row(self, row: np.ndarray) -> None:
-        row[:] = 0
+    def _finished(self) -> bool:
         cfg, stopped = self._history[-1]
-        if stopped or (self._terminate_without_stop and cfg.accepting):
+        return stopped or (self._terminate_without_stop and cfg.accepting)
+
+    def _fill_row(self, row: np.ndarray) -> None:
+        """The mask of the current configuration into ``row`` (reads the state only)."""
+        if self._finished():
+            row[:] = 0
             return
-        classes = self._compiled.classes
-        order = self._compiled.trie.order
-        for s, parents in cfg.tops:
-            c = classes.get(s)
-            c.or_accepted_into(row)
-            if c.uncertain.shape[0]:
-                ids = self._uncertain_survivors(s, parents, c.uncertain, order)
-                if ids.shape[0]:
-                    set_bits(row, ids)
+        cfg = self._cfg
+        cache = self._compiled.mask_cache()
+        key = self._lookup_key(cfg)
+        if key is None or not cache.get_into(key, row):
+            row[:] = self._compute_row(cfg, cache)
+        self._add_stops(cfg, row)
+
+    def _add_stops(self, cfg: Config, row: np.ndarray) -> None:
         if cfg.accepting and self._stops.shape[0]:
             set_bits(row, self._stops)
 
-    def _uncertain_survivors(self, s: int, parents: frozenset[int], unc: np.ndarray, order: np.ndarray) -> np.ndarray:
-        key = (s, parents)
-        got = self._unc_cache.get(key)
-        if got is not None:
-            return got
+    def _lookup_key(self, cfg: Config) -> MaskKey | None:
+        """The cache key of ``cfg`` (None: its mask is not cached), remembered per configuration."""
+        try:
+            return self._keys[cfg]
+        except KeyError:
+            pass
+        depth = self._compiled.signature_depth
+        key = self._key(cfg, {s: depth.get(s, 0) for s, _ in cfg.tops})
+        if len(self._keys) >= _KEY_MEMO_LIMIT:
+            self._keys.clear()
+        self._keys[cfg] = key
+        return key
+
+    def _key(self, cfg: Config, depths: dict[int, int]) -> MaskKey | None:
+        parts = []
+        for s, parents in cfg.tops:
+            sig = self._signature(parents, depths[s])
+            if sig is None:
+                return None
+            parts.append((s, sig))
+        return tuple(parts)
+
+    def _signature(self, parents: frozenset[int], depth: int) -> tuple[tuple[int, ...], ...] | None:
+        """The return-state paths of length ``depth`` below a top (shorter ones end in -1, the
+        bottom), sorted; None when there are more than ``_MAX_STACK_PATHS``."""
+        if depth == 0:
+            return ()
+        arena = self._walker.arena
+        out: set[tuple[int, ...]] = set()
+        todo: list[tuple[frozenset[int], tuple[int, ...]]] = [(parents, ())]
+        while todo:
+            ps, above = todo.pop()
+            for p in ps:
+                if p == BOTTOM:
+                    out.add(above + (-1,))
+                    continue
+                path = above + (arena.state[p],)
+                if len(path) >= depth:
+                    out.add(path)
+                else:
+                    todo.append((arena.parents[p], path))
+            if len(out) + len(todo) > _MAX_STACK_PATHS:
+                return None
+        return tuple(sorted(out))
+
+    def _compute_row(self, cfg: Config, cache: Any) -> np.ndarray:
+        """Build the mask of ``cfg`` (without stop tokens) and store it in ``cache`` (unless None)
+        when an exact key exists for it.  Reads the state only; safe to run on a worker thread."""
+        comp = self._compiled
+        classes = comp.classes
+        row = np.zeros(comp.words, dtype=np.int32)
+        depth = comp.signature_depth
+        depths: dict[int, int] = {}
+        cacheable = True
+        for s, parents in cfg.tops:
+            c = classes.get(s)
+            c.or_accepted_into(row)
+            depths[s] = depth.get(s, 0)
+            if c.uncertain.shape[0]:
+                ids, read = self._survivors(s, parents, c.uncertain)
+                if ids.shape[0]:
+                    set_bits(row, ids)
+                if read is None:
+                    cacheable = False
+                elif read > depths[s]:
+                    depths[s] = read
+                    if read > depth.get(s, 0):
+                        depth[s] = read  # a race may lose this update: then keys only miss more
+        key = self._key(cfg, depths) if cacheable else None
+        self._keys[cfg] = key
+        if key is not None and cache is not None:
+            cache.put(key, row)
+        return row
+
+    def _workspace(self) -> Workspace:
+        if self._ws is None:
+            self._ws = make_workspace(self._compiled.max_token_length)
+        return self._ws
+
+    def _survivors(self, s: int, parents: frozenset[int], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
+        """The ids of the uncertain tokens ``unc`` (sorted-trie indices) that the real stack below
+        top ``s`` accepts, and how many frames the walks read (None: read by the byte walker,
+        which reads any depth, so not cacheable)."""
         comp = self._compiled
         paths = self._stack_paths(parents)
         ok = np.zeros(unc.shape[0], dtype=np.bool_)
         out = np.empty(unc.shape[0], dtype=np.int8)
+        read: int | None = 0
         fallback = paths is None
-        if self._ws is None:
-            self._ws = make_workspace(comp.max_token_length)
+        ws = self._workspace()
         for path in paths or ():
-            trie = comp.trie
-            walk_tokens(*comp.kernel_args, trie.data, trie.offsets, trie.lcp, trie.skip, trie.bytesets, unc, s, path,
-                        False, out, self._ws)
+            r = walk_tokens(comp.kernel, comp.trie, unc, s, path, False, out, ws)
+            read = max(read, r)  # type: ignore[type-var]
             ok |= out == TOKEN_ACCEPTED
             if (out == TOKEN_OVERFLOW).any():
                 fallback = True
         if fallback:  # exotic stacks: decide the undecided tokens with the byte walker
+            read = None
             start = Config(((s, parents),), False)
             data, offsets = comp.trie.data, comp.trie.offsets
             for j in np.flatnonzero(~ok).tolist():
@@ -470,11 +309,7 @@ class GrammarMatcher:
                 arr = data[offsets[i]:offsets[i + 1]]
                 _, pos = self._walker.run(start, arr, 0, len(arr))
                 ok[j] = pos == len(arr)
-        ids = order[unc[ok]].astype(np.int32)
-        if len(self._unc_cache) > 4096:
-            self._unc_cache.clear()
-        self._unc_cache[key] = ids
-        return ids
+        return comp.trie.order[unc[ok]].astype(np.int32), read
 
     def _stack_paths(self, parents: frozenset[int]) -> list[np.ndarray] | None:
         """Every linear stack (return states, bottom first) below a top; None when too many."""

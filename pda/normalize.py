@@ -16,7 +16,16 @@ The steps, in order:
    by ``N·R*``, the least solution of the same equation.
 5. **Inlining**: rules that are not recursive are inlined into their callers, so regular parts
    collapse into the callers' automata; recursive rules stay as pushdown calls.
-6. **Long counted repeats** (``x{0,1024}``, as ``maxLength: 1024`` gives) would unroll into a
+6. **Shared pieces**: a piece of a rule body that occurs more than once over all rules (after
+   inlining) and would make :data:`SHARE_MIN_STATES` or more automaton states becomes a rule of
+   its own, called from every place it occurred (``$shared0``, ...).  Frontends write the same
+   lexical pieces again and again (every string value of a JSON Schema is a copy of one string
+   automaton; a Lark grammar's terminals are written out at every use); as calls, each piece is
+   one set of states, classified once over the vocabulary and shared by every context, and the
+   automaton grows with the distinct pieces rather than with their uses.  A nullable piece ``p``
+   becomes the rule ``p`` minus the empty string, called optionally.  Single-byte runs
+   (``[ \t\n]{0,16}``) are left inline: a call per whitespace run costs more than it shares.
+7. **Long counted repeats** (``x{0,1024}``, as ``maxLength: 1024`` gives) would unroll into a
    chain of that many copies of ``x`` in a DFA.  When the copies would pass
    :data:`REPEAT_SPLIT_SIZE` automaton nodes, a repeat of a regular ``x`` is written over blocks of
    ``K ≈ √n`` items that are rules of their own (``B = x{K}``): ``x{0,n}`` becomes
@@ -35,15 +44,17 @@ from dataclasses import dataclass
 from .errors import EmptyLanguageError, UndefinedRuleError
 from .limits import check_deadline
 from .ir import (
-    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, opt,
-    refs_of, repeat, seq, star, walk,
+    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, nonempty, nullable, opt,
+    node_count, refs_of, repeat, seq, star, walk,
 )
+from .share import SHARED_PREFIX, share_repeated
 
-__all__ = ["NormalGrammar", "normalize", "ROOT"]
+__all__ = ["NormalGrammar", "normalize", "ROOT", "SHARED_PREFIX", "REPEAT_PREFIX"]
 
 ROOT = "$root"
 # Inline a non-recursive rule into its callers when it is called once, or when its body is small.
 _INLINE_MAX_NODES = 200
+REPEAT_PREFIX = "$rep"  # names of the block rules of long counted repeats: $rep0, $rep1, ...
 # A counted repeat whose unrolled copies would have more IR nodes than this is split into blocks.
 REPEAT_SPLIT_SIZE = 16384
 
@@ -64,6 +75,8 @@ def normalize(ir: GrammarIR) -> NormalGrammar:
     rules = _eliminate_left_recursion(rules)
     check_deadline()
     rules = _inline(rules)
+    check_deadline()
+    rules = share_repeated(rules)
     check_deadline()
     rules = _split_long_repeats(rules)
     return NormalGrammar(rules, ir)
@@ -181,88 +194,59 @@ def _subst_dead(e: Expr, prod: set[str]) -> Expr:
     return _map_refs(e, lambda r: r if r.name in prod else NOTHING)
 
 
+def _rebuild(e: Expr, leaf, memo: dict[int, Expr]) -> Expr:  # type: ignore[no-untyped-def]
+    """``e`` rebuilt through the smart constructors with ``leaf`` applied to every leaf; a subtree
+    shared by several parents (frontends share them a lot) is rebuilt once (``memo``, by id)."""
+    got = memo.get(id(e))
+    if got is None:
+        if isinstance(e, Seq):
+            got = seq(*(_rebuild(i, leaf, memo) for i in e.items))
+        elif isinstance(e, Alt):
+            got = alt(*(_rebuild(i, leaf, memo) for i in e.items))
+        elif isinstance(e, Repeat):
+            got = repeat(_rebuild(e.expr, leaf, memo), e.min, e.max)
+        else:
+            got = leaf(e)
+        memo[id(e)] = got
+    return got
+
+
 def _map_refs(e: Expr, fn) -> Expr:  # type: ignore[no-untyped-def]
-    if isinstance(e, Ref):
-        return fn(e)
-    if isinstance(e, Seq):
-        return seq(*(_map_refs(i, fn) for i in e.items))
-    if isinstance(e, Alt):
-        return alt(*(_map_refs(i, fn) for i in e.items))
-    if isinstance(e, Repeat):
-        return repeat(_map_refs(e.expr, fn), e.min, e.max)
-    return e
+    return _rebuild(e, lambda x: fn(x) if isinstance(x, Ref) else x, {})
+
+
+def _simplify_leaf(e: Expr) -> Expr:
+    return NOTHING if isinstance(e, CharClass) and not _has_scalar(e) else e
 
 
 def _simplify(e: Expr) -> Expr:
     """Rebuild through the smart constructors (drops NOTHING branches, merges literals)."""
-    if isinstance(e, Seq):
-        return seq(*(_simplify(i) for i in e.items))
-    if isinstance(e, Alt):
-        return alt(*(_simplify(i) for i in e.items))
-    if isinstance(e, Repeat):
-        return repeat(_simplify(e.expr), e.min, e.max)
-    if isinstance(e, CharClass) and not _has_scalar(e):
-        return NOTHING
-    return e
+    return _rebuild(e, _simplify_leaf, {})
 
 
 # ----------------------------------------------------------------------------- 3. empty strings
 
 
-def _nullable(e: Expr, null_rules: set[str]) -> bool:
-    if isinstance(e, Bytes):
-        return not e.data
-    if isinstance(e, (CharClass, ByteClass)):
-        return False
-    if isinstance(e, Seq):
-        return all(_nullable(i, null_rules) for i in e.items)
-    if isinstance(e, Alt):
-        return any(_nullable(i, null_rules) for i in e.items)
-    if isinstance(e, Repeat):
-        return e.min == 0 or _nullable(e.expr, null_rules)
-    if isinstance(e, Ref):
-        return e.name in null_rules
-    raise TypeError(f"not an IR node: {e!r}")
-
-
-def _nonempty(e: Expr) -> Expr:
-    """An expression for L(e) minus the empty string; every Ref in ``e`` must be non-nullable."""
-    if isinstance(e, Bytes):
-        return e if e.data else NOTHING
-    if isinstance(e, (CharClass, ByteClass, Ref)):
-        return e
-    if isinstance(e, Alt):
-        return alt(*(_nonempty(i) for i in e.items))
-    if isinstance(e, Seq):
-        # the first non-empty part is item i; the items before it matched the empty string
-        branches = []
-        for i, item in enumerate(e.items):
-            if not _nullable(item, set()):
-                branches.append(seq(*e.items[i:]))
-                break
-            branches.append(seq(_nonempty(item), *e.items[i + 1:]))
-        return alt(*branches)
-    if isinstance(e, Repeat):
-        inner = e.expr
-        if _nullable(inner, set()):
-            # a{m,n} with a nullable is (a minus empty){0,n}; minus the empty string: {1,n}.
-            return repeat(_nonempty(inner), 1, e.max)
-        return repeat(inner, max(e.min, 1), e.max)
-    raise TypeError(f"not an IR node: {e!r}")
-
-
-def _denull_repeats(e: Expr) -> Expr:
+def _denull_repeats(e: Expr, memo: dict[int, Expr] | None = None) -> Expr:
     """Rewrite ``a{m,n}`` with nullable ``a`` as ``(a minus empty){0,n}``: same language, less ambiguity."""
+    memo = {} if memo is None else memo
+    got = memo.get(id(e))
+    if got is not None:
+        return got
     if isinstance(e, Seq):
-        return seq(*(_denull_repeats(i) for i in e.items))
-    if isinstance(e, Alt):
-        return alt(*(_denull_repeats(i) for i in e.items))
-    if isinstance(e, Repeat):
-        inner = _denull_repeats(e.expr)
-        if _nullable(inner, set()):
-            return repeat(_nonempty(inner), 0, e.max)
-        return repeat(inner, e.min, e.max)
-    return e
+        got = seq(*(_denull_repeats(i, memo) for i in e.items))
+    elif isinstance(e, Alt):
+        got = alt(*(_denull_repeats(i, memo) for i in e.items))
+    elif isinstance(e, Repeat):
+        inner = _denull_repeats(e.expr, memo)
+        if nullable(inner, set()):
+            got = repeat(nonempty(inner), 0, e.max)
+        else:
+            got = repeat(inner, e.min, e.max)
+    else:
+        got = e
+    memo[id(e)] = got
+    return got
 
 
 def _remove_empty(rules: dict[str, Expr], start: str) -> dict[str, Expr]:
@@ -271,14 +255,14 @@ def _remove_empty(rules: dict[str, Expr], start: str) -> dict[str, Expr]:
     while changed:
         changed = False
         for name, body in rules.items():
-            if name not in null and _nullable(body, null):
+            if name not in null and nullable(body, null):
                 null.add(name)
                 changed = True
     out: dict[str, Expr] = {}
     for name, body in rules.items():
         body = _map_refs(body, lambda r: opt(r) if r.name in null else r)
         body = _denull_repeats(_simplify(body))
-        out[name] = body if name == ROOT else _nonempty(body)
+        out[name] = body if name == ROOT else nonempty(body)
     # A rule whose only string was the empty string is now the empty language: drop its calls.
     dead = {n for n, b in out.items() if b == NOTHING and n != ROOT}
     while dead:
@@ -298,7 +282,7 @@ def _left_corners(e: Expr) -> set[str]:
         out: set[str] = set()
         for i in e.items:
             out |= _left_corners(i)
-            if not _nullable(i, set()):
+            if not nullable(i, set()):
                 break
         return out
     if isinstance(e, Alt):
@@ -320,10 +304,10 @@ def _split(e: Expr, x: str) -> tuple[Expr, Expr]:
     if isinstance(e, Seq):
         head, rest = e.items[0], seq(*e.items[1:])
         r1, n1 = _split(head, x)
-        if not _nullable(head, set()):
+        if not nullable(head, set()):
             return seq(r1, rest), seq(n1, rest)
         r2, n2 = _split(rest, x)
-        return alt(seq(r1, rest), r2), alt(seq(_nonempty(n1), rest), n2)
+        return alt(seq(r1, rest), r2), alt(seq(nonempty(n1), rest), n2)
     if isinstance(e, Repeat):
         tail = repeat(e.expr, max(e.min - 1, 0), None if e.max is None else e.max - 1)
         r1, n1 = _split(seq(e.expr, tail), x)
@@ -399,10 +383,6 @@ def _eliminate_left_recursion(rules: dict[str, Expr]) -> dict[str, Expr]:
 # ----------------------------------------------------------------------------- 5. inlining
 
 
-def _size(e: Expr) -> int:
-    return sum(1 for _ in walk(e))
-
-
 def _weight(e: Expr, weight: dict[str, int], inline: set[str]) -> int:
     """The IR nodes of ``e`` once the rules it calls that are inlined are written out."""
     if isinstance(e, Ref):
@@ -449,7 +429,7 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     return {n: b for n, b in out.items() if n in used}
 
 
-# ----------------------------------------------------------------------------- 6. long counted repeats
+# ----------------------------------------------------------------------------- 7. long counted repeats
 
 
 def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
@@ -460,7 +440,7 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
         key = (x, lo, hi)
         name = blocks.get(key)
         if name is None:
-            name = blocks[key] = f"$rep{len(blocks)}"
+            name = blocks[key] = f"{REPEAT_PREFIX}{len(blocks)}"
             out[name] = repeat(x, lo, hi)  # lo >= 1: a rule never derives the empty string
         return Ref(name)
 
@@ -487,9 +467,9 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
             return alt(*(visit(i) for i in e.items))
         if isinstance(e, Repeat):
             x = visit(e.expr)
-            size = _size(x) + sum(len(n.data) for n in walk(x) if isinstance(n, Bytes))
+            size = node_count(x) + sum(len(n.data) for n in walk(x) if isinstance(n, Bytes))
             longest = e.max if e.max is not None else e.min
-            if longest * size <= REPEAT_SPLIT_SIZE or any(refs_of(x)) or _nullable(x, set()):
+            if longest * size <= REPEAT_SPLIT_SIZE or any(refs_of(x)) or nullable(x, set()):
                 return repeat(x, e.min, e.max)
             rest = star(x) if e.max is None else upto(x, e.max - e.min, size)
             return seq(exact(x, e.min, size), rest)

@@ -11,6 +11,18 @@ from a bare frame holding only ``s`` (:func:`pda.kernels.walk_tokens`) and sorts
 
 Accepted tokens are stored as a sorted id list or as a bitmask row, whichever is smaller;
 uncertain tokens as sorted-trie indices, checked at run time against the real stack.
+
+**Shared rules and shared classes.**  Context expansion is exact but ties a state's classes to
+the places its rule is called from.  A rule that normalisation made out of a repeated piece
+(:data:`pda.share.SHARED_PREFIX`; every JSON string of a schema calls the same one), a block of a
+long counted repeat (:data:`pda.normalize.REPEAT_PREFIX`), or any
+rule called from more than :data:`ESCAPE_RETURN_SITES` places, is walked without it: a token that
+can leave such a rule's frame is *uncertain* (``rule_escape``), whatever follows, and the matcher
+decides it against the real stack.  The classes of a state in such a rule then depend only on
+the automaton the walk can reach from it, so they are keyed by a canonical fingerprint of that
+region (:func:`region_fingerprint`) and kept in a cache of the tokenizer
+(:attr:`pda.TokenizerInfo.class_cache`), shared by every grammar compiled for it: the string,
+number and other lexical rules that every JSON Schema writes are classified once per process.
 """
 
 from __future__ import annotations
@@ -23,12 +35,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import xxhash
 
 from .automaton import Automaton
-from .kernels import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, make_workspace, set_bits, walk_tokens
+from .kernels import KernelAutomaton, Workspace, make_workspace, partition_codes, set_bits, walk_tokens
+from .normalize import REPEAT_PREFIX
+from .share import SHARED_PREFIX
 from .tokenizer import TokenizerInfo
 
-__all__ = ["StateClasses", "TokenClasses", "precompute_classes", "return_sites", "kernel_args", "max_token_length"]
+__all__ = [
+    "StateClasses", "TokenClasses", "precompute_classes", "return_sites", "kernel_automaton", "max_token_length",
+    "region_fingerprint", "ESCAPE_RETURN_SITES",
+]
+
+# A rule called from more places than this is walked with escapes rather than context expansion.
+ESCAPE_RETURN_SITES = 16
+# Regions larger than this many states are not fingerprinted (their classes stay per grammar).
+_REGION_LIMIT = 64
 
 
 def max_token_length(trie) -> int:  # type: ignore[no-untyped-def]
@@ -53,6 +76,16 @@ class StateClasses:
         a = self.accepted_ids if self.accepted_ids is not None else self.accepted_bits
         return int(a.nbytes + self.uncertain.nbytes)  # type: ignore[union-attr]
 
+    def accepted_mask(self, order: np.ndarray, words: int) -> np.ndarray:
+        """bool per sorted-trie index: is that token accepted?"""
+        row = self.accepted_bits
+        if row is None:
+            row = np.zeros(words, dtype=np.int32)
+            if self.accepted_ids is not None and self.accepted_ids.shape[0]:
+                set_bits(row, self.accepted_ids)
+        by_id = np.unpackbits(row.view(np.uint8), bitorder="little").view(np.bool_)
+        return by_id[order]
+
     def or_accepted_into(self, row: np.ndarray) -> None:
         if self.accepted_bits is not None:
             np.bitwise_or(row, self.accepted_bits, out=row)
@@ -71,11 +104,15 @@ class TokenClasses:
         self.words = (tok.vocab_size + 31) // 32
         self.by_state: dict[int, StateClasses] = {}
         self.states = np.flatnonzero(aut.has_bytes).tolist()
+        self.kernel = kernel_automaton(aut)
+        self.shared_hits = 0  # states whose classes came from the tokenizer's cache
+        self._aut = aut
+        self._tok = tok
         self._trie = tok.trie
-        self._args = kernel_args(aut, return_sites(aut))
         self._all = np.arange(self._trie.order.shape[0], dtype=np.int32)
         self._maxlen = max_token_length(self._trie)
         self._lock = threading.Lock()
+        self._local = threading.local()
 
     @property
     def nbytes(self) -> int:
@@ -88,25 +125,57 @@ class TokenClasses:
     def get(self, state: int) -> StateClasses:
         got = self.by_state.get(state)
         if got is None:
-            got = self._compute([state], make_workspace(self._maxlen))[0]
+            got = self._compute([state], self._workspace())[0]
         return got
 
-    def _compute(self, chunk: list[int], ws: tuple, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]
+    def _workspace(self) -> Workspace:
+        """This thread's scratch arrays (kernels run on several threads at once).  A nested ``get``
+        (a callee's classes, asked for before the caller's walk starts) may share them."""
+        ws = getattr(self._local, "ws", None)
+        if ws is None:
+            ws = self._local.ws = make_workspace(self._maxlen)
+        return ws
+
+    def _classify(self, s: int, ws: Workspace) -> StateClasses:
+        """Walk the vocabulary from a bare frame holding only ``s``.
+
+        A token the start of an escaping rule that ``s`` calls accepts is accepted from ``s`` too
+        (consumed inside the callee's frame), so only the other tokens are walked: from a state
+        that opens a JSON string, the few thousand tokens that close it, not all 129k."""
         trie, words = self._trie, self.words
-        out = np.empty(self._all.shape[0], dtype=np.int8)
-        empty_stack = np.zeros(0, dtype=np.int32)
+        cand = self._all
+        pre: np.ndarray | None = None
+        for r, _ in self._aut.calls(s):
+            start = int(self._aut.rule_start[r])
+            if self.kernel.rule_escape[r] and start != s:
+                mask = self.get(start).accepted_mask(trie.order, self.words)
+                pre = mask if pre is None else pre | mask
+        if pre is not None and pre.sum() * 2 < pre.shape[0]:
+            pre = None  # a walk of most of the vocabulary is faster over all of it (lcp skips, loops)
+        if pre is not None:
+            cand = self._all[~pre]
+        out = np.empty(cand.shape[0], dtype=np.int8)
+        walk_tokens(self.kernel, trie, cand, s, np.zeros(0, dtype=np.int32), True, out, ws)
+        acc, unc = partition_codes(out, cand, trie.order)
+        if pre is not None:
+            acc = np.concatenate([trie.order[pre], acc])
+        if acc.shape[0] > words:
+            bits = np.zeros(words, dtype=np.int32)
+            set_bits(bits, acc.astype(np.int32))
+            return StateClasses(None, bits, unc)
+        return StateClasses(np.sort(acc), None, unc)
+
+    def _compute(self, chunk: list[int], ws: Workspace, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]
         got = []
         for s in chunk:
-            walk_tokens(*self._args, trie.data, trie.offsets, trie.lcp, trie.skip, trie.bytesets, self._all, s,
-                        empty_stack, True, out, ws)
-            acc = trie.order[out == TOKEN_ACCEPTED]
-            unc = self._all[(out == TOKEN_UNCERTAIN) | (out == TOKEN_OVERFLOW)]
-            if acc.shape[0] > words:
-                bits = np.zeros(words, dtype=np.int32)
-                set_bits(bits, acc.astype(np.int32))
-                cls = StateClasses(None, bits, unc)
+            key = region_fingerprint(self._aut, self.kernel, s)
+            if key is None:
+                cls = self._classify(s, ws)
             else:
-                cls = StateClasses(np.sort(acc).astype(np.int32), None, unc)
+                before = self._tok.class_cache.misses
+                cls = self._tok.class_cache.get(key, lambda: self._classify(s, ws), lambda c: c.nbytes)
+                if self._tok.class_cache.misses == before:
+                    self.shared_hits += 1
             with self._lock:
                 cls = self.by_state.setdefault(s, cls)
                 if progress is not None:
@@ -162,10 +231,55 @@ def return_sites(aut: Automaton) -> tuple[np.ndarray, np.ndarray]:
     return ptr, (pairs % width).astype(np.int32)
 
 
-def kernel_args(aut: Automaton, rets: tuple[np.ndarray, np.ndarray]) -> tuple:
-    """The automaton arrays in the order :func:`walk_tokens` takes them."""
-    return (aut.trans, aut.byte_class, aut.is_end, aut.call_ptr, aut.call_rule, aut.call_return, aut.rule_start,
-            aut.state_rule, rets[0], rets[1], aut.simple)
+def kernel_automaton(aut: Automaton) -> KernelAutomaton:
+    """The arrays :func:`~pda.kernels.walk_tokens` reads, with the escaping rules marked."""
+    ret_ptr, ret_state = return_sites(aut)
+    escape = np.array([n.startswith((SHARED_PREFIX, REPEAT_PREFIX)) for n in aut.rule_names], dtype=np.bool_)
+    escape |= np.diff(ret_ptr) > ESCAPE_RETURN_SITES
+    return KernelAutomaton(aut.trans, aut.byte_class, aut.is_end, aut.call_ptr, aut.call_rule, aut.call_return,
+                           aut.rule_start, aut.state_rule, ret_ptr, ret_state, aut.simple, escape)
+
+
+def region_fingerprint(aut: Automaton, kernel: KernelAutomaton, state: int) -> bytes | None:
+    """A canonical digest of everything a bare-frame walk from ``state`` can read, or None.
+
+    Only for states of escaping rules (a walk from them never reads the grammar beyond the states
+    reachable by bytes and calls) whose region has at most ``_REGION_LIMIT`` states.  The states
+    are numbered in breadth-first order from ``state``; each contributes whether it is an end, its
+    256 byte successors and its calls, in those numbers.  Equal digests mean isomorphic regions,
+    so equal classes, in any grammar."""
+    if not kernel.rule_escape[aut.state_rule[state]]:
+        return None
+    ids = {state: 0}
+    order = [state]
+    h = xxhash.xxh3_128(b"pda-region-v1")
+    i = 0
+    while i < len(order):
+        q = order[i]
+        i += 1
+        row = aut.trans[q][aut.byte_class]
+        targets, first = np.unique(row, return_index=True)
+        for t in targets[np.argsort(first)].tolist():
+            if t >= 0 and t not in ids:
+                ids[t] = len(order)
+                order.append(t)
+        calls = []
+        for r, ret in aut.calls(q):
+            for t in (int(aut.rule_start[r]), ret):
+                if t not in ids:
+                    ids[t] = len(order)
+                    order.append(t)
+            calls += [ids[int(aut.rule_start[r])], ids[ret]]
+        if len(order) > _REGION_LIMIT:
+            return None
+        lut = np.full(targets.shape[0], -1, dtype=np.int32)
+        for k, t in enumerate(targets.tolist()):
+            if t >= 0:
+                lut[k] = ids[t]
+        h.update(bytes([1 if aut.is_end[q] else 0]))
+        h.update(lut[np.searchsorted(targets, row)].astype("<i4").tobytes())
+        h.update(np.asarray([len(calls), *calls], dtype="<i4").tobytes())
+    return h.digest()
 
 
 def precompute_classes(aut: Automaton, tok: TokenizerInfo, progress=None, *,  # type: ignore[no-untyped-def]

@@ -10,6 +10,8 @@ graph below, so equal stacks have equal ids and equal signatures across matchers
 
 from __future__ import annotations
 
+import threading
+
 import xxhash
 
 from .errors import LimitExceededError
@@ -23,7 +25,7 @@ DEFAULT_MAX_STACK_DEPTH = 10_000
 class StackArena:
     """Interns GSS nodes.  Append-only: a node id stays valid for the arena's life."""
 
-    __slots__ = ("_ids", "state", "parents", "depth", "signature", "max_depth")
+    __slots__ = ("_ids", "state", "parents", "depth", "signature", "max_depth", "_lock")
 
     def __init__(self, max_depth: int = DEFAULT_MAX_STACK_DEPTH) -> None:
         self._ids: dict[tuple[int, frozenset[int]], int] = {}
@@ -32,13 +34,22 @@ class StackArena:
         self.depth: list[int] = []
         self.signature: list[int] = []
         self.max_depth = max_depth
+        self._lock = threading.Lock()  # forks of a matcher share the arena across threads
 
     def __len__(self) -> int:
         return len(self.state)
 
     def node(self, state: int, parents: frozenset[int]) -> int:
-        """The id of node (state, parents), created on first use."""
+        """The id of node (state, parents), created on first use (atomically: threads that make the
+        same node at once get the same id)."""
         key = (state, parents)
+        got = self._ids.get(key)
+        if got is not None:
+            return got
+        with self._lock:
+            return self._make(key, state, parents)
+
+    def _make(self, key: tuple[int, frozenset[int]], state: int, parents: frozenset[int]) -> int:
         got = self._ids.get(key)
         if got is not None:
             return got

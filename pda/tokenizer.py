@@ -22,7 +22,6 @@ subtree of a token whose bytes die (``skip``).
 from __future__ import annotations
 
 import enum
-import json
 import re
 import warnings
 from functools import cached_property
@@ -32,6 +31,7 @@ import numpy as np
 import xxhash
 
 from pda.errors import TokenizerError
+from pda.cache.compile_cache import CompileCache
 from pda.kernels import token_bytesets
 
 __all__ = ["VocabType", "TokenTrie", "TokenizerInfo", "byte_level_alphabet"]
@@ -66,6 +66,7 @@ class TokenTrie(NamedTuple):
     lcp: np.ndarray  # int32[n]
     skip: np.ndarray  # int32[n]
     bytesets: np.ndarray  # uint64[n, 4]: the byte values in each token, as a 256-bit set
+    whole_utf8: np.ndarray  # bool[n]: the token is valid UTF-8 that starts and ends at character boundaries
 
 
 def byte_level_alphabet() -> list[str]:
@@ -82,6 +83,7 @@ def byte_level_alphabet() -> list[str]:
 
 
 _ALPHABET = byte_level_alphabet()
+CLASS_CACHE_MAX_BYTES = 512 << 20  # token classes shared across grammars, per tokenizer
 # str.translate table: alphabet character -> the latin-1 character of its byte; characters of
 # 0..255 that are not in the alphabet go to a code point latin-1 cannot encode, so that the fast
 # path fails for them and the per-character fallback decides.
@@ -378,6 +380,12 @@ class TokenizerInfo:
         return h.hexdigest()
 
     @cached_property
+    def class_cache(self) -> CompileCache[Any]:
+        """Token classes of grammar regions keyed by their fingerprint, shared by every grammar
+        compiled for this tokenizer (see :mod:`pda.precompute`); thread-safe, bounded in bytes."""
+        return CompileCache(CLASS_CACHE_MAX_BYTES)
+
+    @cached_property
     def trie(self) -> TokenTrie:
         """The normal tokens (not special, not empty) sorted by bytes; built once, on first use."""
         return build_token_trie(self._token_bytes)
@@ -530,4 +538,14 @@ def build_token_trie(token_bytes: Sequence[bytes]) -> TokenTrie:
         lcp=lcp.astype(np.int32),
         skip=pos.astype(np.int32),
         bytesets=token_bytesets(data, offsets),
+        whole_utf8=np.fromiter((_is_whole_utf8(data[offsets[i]:offsets[i + 1]].tobytes()) for i in range(n)),
+                               dtype=np.bool_, count=n),
     )
+
+
+def _is_whole_utf8(b: bytes) -> bool:
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

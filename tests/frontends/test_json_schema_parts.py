@@ -1,10 +1,10 @@
 """The JSON Schema frontend's building blocks, checked by brute force against exact arithmetic.
 
-* :mod:`pda.frontends.json_numbers` — number texts within bounds / multiples, compared with
+* :mod:`pda.frontends.json_schema.numbers` — number texts within bounds / multiples, compared with
   ``decimal.Decimal`` over a few thousand generated texts;
-* :mod:`pda.frontends.json_schema_fsm` — intersection, difference, complement, length limits and
+* :mod:`pda.codepoint_fsm` — intersection, difference, complement, length limits and
   the way back to IR, compared with set operations over all short strings;
-* :mod:`pda.frontends.json_schema_strings` — every JSON spelling of a code point, and the
+* :mod:`pda.frontends.json_schema.strings` — every JSON spelling of a code point, and the
   "any string but these" language, compared with ``json.loads``.
 """
 
@@ -19,9 +19,9 @@ from decimal import Decimal
 import pytest
 
 from pda import Grammar
-from pda.frontends import json_schema_fsm as fsm
-from pda.frontends.json_numbers import Bound, multiples_dfa, number_expr
-from pda.frontends.json_schema_strings import quoted, spell, spelled_except
+from pda import codepoint_fsm as fsm
+from pda.frontends.json_schema.numbers import Bound, multiples_dfa, number_expr
+from pda.frontends.json_schema.strings import quoted, spell, spelled_except
 from pda.ir import GrammarIR, alt, chars, lit, plus, seq, star
 
 
@@ -141,7 +141,7 @@ def test_spelled_except_against_decoding() -> None:
                                      r"^(ab|c)*x$", r"^(a|bb)(c|dd)[e-f]+$", r"^(xy)+$"])
 @pytest.mark.parametrize("lo,hi", [(0, None), (3, None), (0, 6), (4, 9), (7, 7), (12, 40)])
 def test_restrict_len_is_length_intersection(pattern: str, lo: int, hi: int | None) -> None:
-    from pda.frontends.json_schema_emit import restrict_len
+    from pda.frontends.json_schema.patterns import restrict_len
     from pda.frontends.regex import regex_to_ir
 
     e = regex_to_ir(pattern, dialect="ecmascript", search=True)
@@ -202,7 +202,7 @@ def test_to_expr_folds_long_chains(pattern: str, words: list[str], outside: bool
 
 
 def test_json_key_is_json_equality() -> None:
-    from pda.frontends.json_schema_merge import json_equal, json_key
+    from pda.frontends.json_schema.merge import json_equal, json_key
 
     values = [None, True, False, 0, 1, -0.0, 0.0, 1.0, 1.5, 2, "1", "", "a", [], [1], [1.0], [True], {}, {"a": 1},
               {"a": 1.0}, {"a": True}, {"b": 1}, {"a": 1, "b": [None]}, {"b": [None], "a": 1}, [[1, {"x": 0}]],

@@ -21,15 +21,15 @@ How the schema becomes a grammar:
   or number ranges, closed objects with no key in common), a category that two branches accept
   whole being left out; otherwise each branch is taken together with the complements of the
   others, when those can be built.
-* ``not`` and the ``if`` of ``if``/``then``/``else`` through complements (:mod:`.json_schema_negate`:
+* ``not`` and the ``if`` of ``if``/``then``/``else`` through complements (:mod:`.negate`:
   types but integer alone, bounds, lengths, patterns, formats, ``required``, ``properties``,
   ``enum``/``const`` of scalars, ``allOf``/``anyOf``/``not``/``$ref``);
   ``dependentRequired``/``dependentSchemas``/``dependencies`` as "without k, or with k and what
   it brings"; ``unevaluatedProperties``/``unevaluatedItems`` see what the atoms of their own
   object (and its in-place applicators) evaluate.
-* Strings: see :mod:`.json_schema_strings` (every spelling ``json.dumps`` can write, and all
+* Strings: see :mod:`.strings` (every spelling ``json.dumps`` can write, and all
   other JSON escapes but ``\\u`` for printable ASCII; lengths count code points); formats:
-  :mod:`.json_formats`; numbers: :mod:`.json_numbers`.
+  :mod:`.formats`; numbers: :mod:`.numbers`.
 * ``uniqueItems`` when ``maxItems`` <= 1, or when the items are drawn from a small finite set
   (``enum``, ``const``, booleans, null): every sequence of distinct values, spelled out.
 * Refused: other ``uniqueItems``, ``maxContains``, ``contains`` with
@@ -47,16 +47,19 @@ Departures from plain JSON Schema validation (all make the grammar *stricter*, n
   schema declares ``a`` before ``b``.  Required names that no ``properties`` declares may come
   anywhere among the undeclared ones (in any order while every order written out stays small:
   a few members with light values; else in the order of ``required``).  With
-  ``property_order="any"`` (objects without ``minProperties``/``maxProperties``) members may come
-  in any order (required ones exactly once, and in the order of ``properties`` when their orders
-  written out would be too large); an optional or undeclared key may then be repeated (JSON
-  parsers keep the last value, which the grammar checked like every other).
+  ``property_order="any"`` members may come in any order (required ones exactly once, and in
+  the order of ``properties`` when their orders written out would be too large); an optional or
+  undeclared key may then be repeated (JSON parsers keep the last value, which the grammar
+  checked like every other), except under ``minProperties``/``maxProperties``, where each
+  declared key comes at most once, every member counts towards ``maxProperties`` and at most
+  one undeclared name towards ``minProperties`` (a repeated name would count twice).
 * ``strict=True`` forbids undeclared properties of objects that declare ``properties`` or
   ``patternProperties`` (when ``additionalProperties`` is not given) and items after
-  ``prefixItems`` (when ``items`` is not given), as XGrammar does.
+  ``prefixItems`` (when ``items`` is not given), as XGrammar does, unless an
+  ``unevaluatedProperties``/``unevaluatedItems`` that sees the schema decides about them.
 * ``oneOf``/``anyOf`` combinations under ``unevaluatedProperties`` count only the properties of
   the chosen branch as evaluated; an ``if`` without ``then``/``else`` evaluates nothing.
-* Numbers: exponent spellings only in the forms :mod:`.json_numbers` lists; ``multipleOf`` is exact
+* Numbers: exponent spellings only in the forms :mod:`.numbers` lists; ``multipleOf`` is exact
   decimal arithmetic (``jsonschema`` divides binary floats, so ``0.07`` with ``multipleOf: 0.01``
   is valid here and invalid there).
 * A schema no value satisfies (``false``) gives a grammar with an empty language, which
@@ -72,53 +75,33 @@ Departures from plain JSON Schema validation (all make the grammar *stricter*, n
 from __future__ import annotations
 
 import json
-import re
-import warnings
 from typing import Any, Literal
-from urllib.parse import unquote, urldefrag
+from urllib.parse import urldefrag
 
-from pda.errors import SchemaError, UnsupportedSchemaError
-from pda.ir import EPSILON, NOTHING, Expr, GrammarIR, Ref, alt, lit, repeat, seq, to_ebnf
+from pda.errors import FsmTooLarge, SchemaError, SchemaTooDeep, UnsupportedSchemaError
+from pda.ir import NOTHING, Expr, GrammarIR, Ref, alt, lit, repeat, seq, to_ebnf
 
-from . import json_schema_fsm as fsm
-from .json_numbers import any_number
-from .json_schema_emit import Layout, emit_merged, string_dfa_of
-from .json_schema_merge import Loc, Merged, child, inplace, join_uri, merge
-from .json_schema_tidy import _SUBSCHEMA_LISTS, _SUBSCHEMA_MAPS, _SUBSCHEMA_ONE, draft4_ids, inline_single_use
-from .json_schema_strings import ANY_CHAR, quoted, spell
-from .json_schema_values import ValueChecker, one_of_by_types
+from .context import Context, PropertyOrder
+from .disjoint import one_of_by_types
+from .document import (
+    COMBINATORS, MERGE_KEYWORDS, UNSUPPORTED, Call, Conj, Loc, SchemaIndex, draft4_ids, inplace, is_draft4,
+    refs_override,
+)
+from .emit import emit_merged
+from .layout import Layout, Whitespace
+from .merge import Merged, merge
+from .negate import negate
+from .numbers import any_number
+from .strings import ANY_CHAR, quoted, spell
+from .tidy import inline_single_use
+from .values import ValueChecker
 
-__all__ = ["json_schema_to_ir", "json_schema_to_ebnf", "json_any_ir", "MAX_INDENT_DEPTH"]
+__all__ = ["json_schema_to_ir", "json_schema_to_ebnf", "json_any_ir", "MAX_INDENT_DEPTH", "Compiler"]
 
-Whitespace = Literal["flexible", "compact"] | int
 MAX_INDENT_DEPTH = 20
 MAX_CONJUNCTIONS = 512
-_SHARE_MIN_NODES = 201  # pda.normalize inlines rules of up to 200 nodes anyway
+MAX_REF_INLINING = 8  # $ref chains inlined into one check (flat_dnf)
 
-MERGE_KEYWORDS = frozenset({
-    "type", "enum", "const", "nullable", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "multipleOf", "minLength", "maxLength", "pattern", "format", "items", "prefixItems", "additionalItems",
-    "minItems", "maxItems", "contains", "minContains", "maxContains", "uniqueItems", "unevaluatedItems",
-    "properties", "patternProperties", "additionalProperties", "required", "minProperties", "maxProperties",
-    "propertyNames", "unevaluatedProperties",
-    "$not", "$notPattern", "$notFormat",  # synthetic, made by json_schema_negate
-})
-COMBINATORS = frozenset({"$ref", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentRequired",
-                         "dependentSchemas", "dependencies"})
-UNSUPPORTED = ("$dynamicRef", "$recursiveRef")
-
-
-class _Call:
-    """A ``$ref`` standing alone: compiled as a call of the rule for its target."""
-
-    __slots__ = ("loc",)
-
-    def __init__(self, loc: Loc) -> None:
-        self.loc = loc
-
-
-Atom = Loc | _Call
-Conj = list[Atom]
 
 
 def json_schema_to_ir(
@@ -135,15 +118,13 @@ def json_schema_to_ir(
     cannot be enforced exactly (unless ``lenient``).
     """
     root = _load(schema)
-    if isinstance(root, dict) and isinstance(root.get("$schema"), str) and \
-            re.search(r"draft-0[34]/", root["$schema"]):
+    if is_draft4(root):
         root = draft4_ids(root)
     layout = _layout(whitespace, max_whitespace, separators)
     if property_order not in ("schema", "any"):
         raise ValueError(f"property_order must be 'schema' or 'any', not {property_order!r}")
-    c = _Compiler(root, layout, strict=strict, lenient=lenient)
-    c.property_order = property_order
-    body = c.compile([c.root], 0)
+    c = Compiler(root, layout, strict=strict, lenient=lenient, property_order=property_order)
+    body = c.compile([c.index.root], 0)
     rules = {"root": body}
     rules.update(c.rules)
     return GrammarIR(inline_single_use(rules, "root"), "root")
@@ -193,29 +174,16 @@ def _cross(a: list[Conj], b: list[Conj]) -> list[Conj]:
     return out
 
 
-class _Compiler:
-    """Compiles one schema document; holds the rules, the ``$id``/``$anchor`` index and options."""
+class Compiler(Context):
+    """Compiles one schema document: expands combinators and ``$ref`` into conjunctions, merges
+    each, and hands the result to :mod:`.emit`; implements what :class:`.Context` declares."""
 
-    def __init__(self, root: dict[str, Any] | bool, layout: Layout, *, strict: bool, lenient: bool) -> None:
+    def __init__(self, root: dict[str, Any] | bool, layout: Layout, *, strict: bool, lenient: bool,
+                 property_order: PropertyOrder = "schema") -> None:
         base = root.get("$id", "") if isinstance(root, dict) and isinstance(root.get("$id"), str) else ""
-        self.root = Loc(root, "", urldefrag(base)[0])
-        self.layout = layout
-        self.property_order = "schema"
-        self._probing = False  # set while trying something that may fail quietly
-        # Drafts 3 to 7: a schema with "$ref" is only the reference (its other keywords are ignored).
-        schema_uri = root.get("$schema") if isinstance(root, dict) else None
-        self.ref_overrides = isinstance(schema_uri, str) and re.search(r"draft-0[3-7]/", schema_uri) is not None
-        self.strict = strict
-        self.lenient = lenient
-        self.rules: dict[str, Expr] = {}
-        self.memo: dict[tuple[str, ...], Any] = {}  # per-document caches of the emitter (patterns ...)
+        super().__init__(SchemaIndex(Loc(root, "", urldefrag(base)[0])), layout, strict=strict, lenient=lenient,
+                         property_order=property_order, ref_overrides=refs_override(root))
         self._ref_rules: dict[tuple[str, str, int], str] = {}
-        self._counter = 0
-        self.ids: dict[str, Loc] = {"": self.root}
-        self.anchors: dict[tuple[str, str], Loc] = {}
-        if self.root.base:
-            self.ids[self.root.base] = self.root
-        self._index(self.root)
         self.checker = ValueChecker(self)
         self._inlining: list[str] = []
         self._conj_rules: dict[tuple[Any, ...], str] = {}
@@ -229,27 +197,7 @@ class _Compiler:
             elif isinstance(x, list):
                 todo.extend(x)
 
-    # ------------------------------------------------------------------ helpers for the emitter
-
-    def fresh(self, hint: str) -> str:
-        self._counter += 1
-        return f"{hint}_{self._counter}"
-
-    def add_rule(self, name: str, body: Expr) -> str:
-        self.rules[name] = body
-        return name
-
-    def share(self, e: Expr, hint: str) -> Expr:
-        """``e`` itself when small; otherwise a call of a new rule holding it (shared, not copied)."""
-        if isinstance(e, Ref) or e in (NOTHING, EPSILON) or not fsm.size_exceeds(e, _SHARE_MIN_NODES - 1):
-            return e
-        return Ref(self.add_rule(self.fresh(hint), e))
-
-    def unsupported(self, message: str, pointer: str) -> None:
-        """Refuse (UnsupportedSchemaError) or, when lenient, warn and let the caller ignore it."""
-        if not self.lenient or self._probing:
-            raise UnsupportedSchemaError(message, pointer=pointer)
-        warnings.warn(f"JSON Schema at '{pointer or '#'}': {message}; ignored (lenient)", stacklevel=3)
+    # ------------------------------------------------------------------ value checks (for the emitter)
 
     def value_ok(self, v: Any, m: Merged) -> bool:
         return self.checker.check_merged(v, m)
@@ -257,82 +205,8 @@ class _Compiler:
     def value_locs(self, m: Merged, key: str) -> list[Loc]:
         return self.checker.value_locs(m, key)
 
-    def names_dfa(self, locs: list[Loc]) -> fsm.DFA:
-        """Decoded strings valid against every ``propertyNames`` schema in ``locs``."""
-        d: fsm.DFA | None = None
-        for loc in locs:
-            here = fsm.EMPTY
-            for conj in self.flat_dnf([loc]):
-                here = fsm.union(here, string_dfa_of(self, merge(conj, strict=self.strict)))
-            d = here if d is None else fsm.intersect(d, here)
-        return d if d is not None else fsm.complement(fsm.EMPTY)
-
-    # ------------------------------------------------------------------ $id / $anchor / $ref
-
-    def _index(self, loc: Loc) -> None:
-        s = loc.schema
-        if not isinstance(s, dict):
-            return
-        for key in ("$id",):
-            v = s.get(key)
-            if isinstance(v, str):
-                uri, frag = urldefrag(join_uri(loc.base, v))
-                if v.startswith("#") and frag:
-                    self.anchors[(uri, frag)] = loc
-                elif uri:
-                    self.ids.setdefault(uri, loc)
-        for key in ("$anchor", "$dynamicAnchor"):
-            if isinstance(s.get(key), str):
-                self.anchors.setdefault((urldefrag(loc.base)[0], s[key]), loc)
-        for kw in _SUBSCHEMA_MAPS:
-            if isinstance(s.get(kw), dict):
-                for k, v in s[kw].items():
-                    if isinstance(v, dict):
-                        self._index(child(loc, kw, k))
-        for kw in _SUBSCHEMA_ONE:
-            if isinstance(s.get(kw), dict):
-                self._index(child(loc, kw))
-        for kw in _SUBSCHEMA_LISTS:
-            if isinstance(s.get(kw), list):
-                for i, v in enumerate(s[kw]):
-                    if isinstance(v, dict):
-                        self._index(child(loc, kw, i))
-
-    def resolve(self, ref: Any, loc: Loc) -> Loc:
-        """The schema a ``$ref`` written at ``loc`` points to."""
-        where = loc.at("$ref")
-        if not isinstance(ref, str):
-            raise SchemaError(f"'$ref' must be a string, not {ref!r}", pointer=where)
-        full = join_uri(loc.base, ref)
-        uri, frag = urldefrag(full)
-        target = self.ids.get(uri)
-        if target is None:
-            if ":" in uri or uri.endswith(".json") or "/" in uri:
-                raise UnsupportedSchemaError(f"remote $ref {ref!r} is not supported (only refs within the schema)",
-                                             pointer=where)
-            raise SchemaError(f"$ref {ref!r} points to nothing in this schema", pointer=where)
-        frag = unquote(frag)
-        if not frag:
-            return target
-        if not frag.startswith("/"):
-            found = self.anchors.get((uri, frag))
-            if found is None:
-                raise SchemaError(f"$ref {ref!r}: no $anchor {frag!r} in this schema", pointer=where)
-            return found
-        cur = target
-        for raw in frag.split("/")[1:]:
-            part = raw.replace("~1", "/").replace("~0", "~")
-            s = cur.schema
-            if isinstance(s, dict) and part in s:
-                cur = child(cur, part)
-            elif isinstance(s, list) and part.isdigit() and int(part) < len(s):
-                cur = child(cur, int(part))
-            else:
-                raise SchemaError(f"$ref {ref!r} points to nothing in this schema (no {part!r} at "
-                                  f"'{cur.ptr or '#'}')", pointer=where)
-        if not isinstance(cur.schema, (dict, bool)):
-            raise SchemaError(f"$ref {ref!r} points to a {type(cur.schema).__name__}, not a schema", pointer=where)
-        return cur
+    def item_locs(self, m: Merged, pos: int | None) -> list[Loc]:
+        return self.checker.item_locs(m, pos)
 
     # ------------------------------------------------------------------ expansion into conjunctions
 
@@ -355,8 +229,8 @@ class _Compiler:
             target = Loc(t.schema, t.ptr, t.base, loc.parents + (loc.ptr,))
             alone = not own and not any(k in s for k in COMBINATORS - {"$ref"})
             if alone or self.ref_overrides:
-                return [[_Call(target)]]  # up to draft 7, keywords beside $ref are ignored
-            dnf = _cross([[_Call(target)]], dnf)  # the referenced schema's properties come first
+                return [[Call(target)]]  # up to draft 7, keywords beside $ref are ignored
+            dnf = _cross([[Call(target)]], dnf)  # the referenced schema's properties come first
         for kw in ("allOf", "anyOf", "oneOf"):
             if kw not in s:
                 continue
@@ -392,8 +266,6 @@ class _Compiler:
 
     def _negate(self, loc: Loc) -> list[Conj] | None:
         """The complement of ``loc`` as conjunctions of synthetic schemas (None if refused)."""
-        from .json_schema_negate import negate
-
         neg = negate(self, loc)
         if neg is None:
             return None
@@ -438,7 +310,7 @@ class _Compiler:
         """``oneOf`` as "this branch and not the others", for each branch (None when a complement
         cannot be built or the union grows too large)."""
         n = len(loc.schema["oneOf"])
-        saved, self._probing = self._probing, True
+        saved, self.probing = self.probing, True
         try:
             negs = [self._negate(inplace(loc, "oneOf", i)) for i in range(n)]
             out: list[Conj] = []
@@ -454,14 +326,14 @@ class _Compiler:
         except UnsupportedSchemaError:
             return None
         finally:
-            self._probing = saved
+            self.probing = saved
 
     def _one_of_by_types(self, loc: Loc, branches: list[list[Conj]], context: list[Conj]) -> list[Conj] | None:
         """``oneOf`` as a union where the branches are disjoint type by type (see
-        :func:`.json_schema_values.one_of_by_types`); None when that is not proven."""
+        :func:`.disjoint.one_of_by_types`); None when that is not proven."""
         try:
             out = one_of_by_types(self, loc, branches, context)
-        except (RecursionError, fsm.FsmTooLarge):
+        except (SchemaTooDeep, FsmTooLarge):
             return None
         if out is not None and len(out) > MAX_CONJUNCTIONS:
             raise UnsupportedSchemaError(
@@ -475,13 +347,13 @@ class _Compiler:
             dnf = _cross(dnf, self.expand(loc))
         out: list[list[Loc]] = []
         for conj in dnf:
-            calls = [a for a in conj if isinstance(a, _Call)]
+            calls = [a for a in conj if isinstance(a, Call)]
             plain = [a for a in conj if isinstance(a, Loc)]
             if not calls:
                 out.append(plain)
                 continue
-            if depth > 8:
-                raise RecursionError("recursive $ref")
+            if depth > MAX_REF_INLINING:
+                raise SchemaTooDeep("a recursive $ref inlined into one check", MAX_REF_INLINING)
             for sub in self.flat_dnf([a.loc for a in calls], depth + 1):
                 out.append(plain + sub)
         return out
@@ -505,10 +377,10 @@ class _Compiler:
             self._inlining = saved
 
     def _compile_conj(self, conj: Conj, depth: int) -> Expr:
-        calls: list[_Call] = []
+        calls: list[Call] = []
         plain: list[Loc] = []
         for a in conj:
-            if isinstance(a, _Call):
+            if isinstance(a, Call):
                 if not any(x.loc.ptr == a.loc.ptr and x.loc.base == a.loc.base for x in calls):
                     calls.append(a)
             elif not any(x is a or (x.ptr == a.ptr and x.schema is a.schema) for x in plain):

@@ -23,8 +23,8 @@ from typing import Callable
 
 from pda.ir import EPSILON, NOTHING, Expr, alt, chars, lit, opt, plus, repeat, seq, star
 
-from . import json_schema_fsm as fsm
-from .json_schema_strings import digit_range
+from pda import codepoint_fsm as fsm
+from .strings import digit_range
 
 __all__ = ["Bound", "number_expr", "uint_range", "value_spellings"]
 
@@ -277,7 +277,7 @@ def multiple_dfa(m: Decimal) -> fsm.DFA:
         else:
             s = -exp
     if M * (s + 3) > MAX_MULTIPLE_STATES:
-        raise fsm.FsmTooLarge(f"multipleOf {m} needs too many states")
+        raise fsm.FsmTooLarge(f"the automaton of multipleOf {m}", MAX_MULTIPLE_STATES)
     # state ids: 0 start, 1 after '-', 2 "0" integer part, int(r) = 3 + r, frac(r, j) after.
     def frac(r: int, j: int) -> int:
         return 3 + M + r * (s + 2) + j

@@ -1,43 +1,11 @@
-"""Small whole-schema and whole-grammar passes of the JSON Schema frontend.
-
-* :func:`draft4_ids` — a draft-03/04 document respelled so that one code path resolves
-  references for every draft (those drafts say ``id`` where later ones say ``$id``);
-* :func:`inline_single_use` — the rules the frontend made, with every non-recursive rule that is
-  called once substituted into its caller.
-"""
+"""The whole-grammar pass of the JSON Schema frontend: :func:`inline_single_use`, the rules the
+frontend made with every non-recursive rule that is called once substituted into its caller."""
 
 from __future__ import annotations
 
-from typing import Any
+from pda.ir import Alt, Expr, Ref, Repeat, Seq, alt, recursive_rules, repeat, seq
 
-from pda.ir import Alt, Expr, Ref, Repeat, Seq, alt, repeat, seq
-
-__all__ = ["draft4_ids", "inline_single_use"]
-
-_SUBSCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
-_SUBSCHEMA_ONE = ("additionalProperties", "additionalItems", "items", "contains", "propertyNames", "not", "if",
-                  "then", "else", "unevaluatedItems", "unevaluatedProperties")
-_SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
-
-
-def draft4_ids(s: Any) -> Any:
-    """A draft-03/04 document with its ``id`` keywords spelled ``$id`` (and its ``$id``, which
-    those drafts do not know, dropped), so one code path resolves references for every draft."""
-    if not isinstance(s, dict):
-        return s
-    out = {k: v for k, v in s.items() if k != "$id"}
-    if isinstance(s.get("id"), str):
-        out["$id"] = s["id"]
-    for kw in _SUBSCHEMA_MAPS:
-        if isinstance(s.get(kw), dict):
-            out[kw] = {k: draft4_ids(v) for k, v in s[kw].items()}
-    for kw in _SUBSCHEMA_ONE:
-        if isinstance(s.get(kw), dict):
-            out[kw] = draft4_ids(s[kw])
-    for kw in _SUBSCHEMA_LISTS:
-        if isinstance(s.get(kw), list):
-            out[kw] = [draft4_ids(v) for v in s[kw]]
-    return out
+__all__ = ["inline_single_use"]
 
 
 def inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
@@ -47,17 +15,7 @@ def inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
     counted: dict[int, tuple[Expr, dict[str, int]]] = {}
     calls = {n: _ref_counts(b, counted) for n, b in rules.items()}
     graph = {n: set(cs) for n, cs in calls.items()}
-    recursive: set[str] = set()
-    for name in rules:  # a rule is recursive when it reaches itself
-        seen, todo = set(), list(graph[name])
-        while todo:
-            x = todo.pop()
-            if x == name:
-                recursive.add(name)
-                break
-            if x not in seen and x in graph:
-                seen.add(x)
-                todo.extend(graph[x])
+    recursive = recursive_rules(graph)
     uses: dict[str, int] = {n: 0 for n in rules}
     for cs in calls.values():
         for r, k in cs.items():

@@ -1,4 +1,4 @@
-"""A small character-level DFA toolkit for the JSON Schema frontend.
+"""Deterministic automata over code points: intersection, complement and back to IR.
 
 The grammar IR has no intersection or complement, but a JSON Schema needs both: a string must
 match every ``pattern`` *and* fit ``minLength``/``maxLength``; an undeclared property name must be
@@ -7,7 +7,8 @@ lie within its bounds *and* be a multiple of ``multipleOf``.  This module turns 
 the IR into deterministic automata over code points (transitions are inclusive code-point ranges),
 combines them exactly, and turns the result back into IR:
 
-* :func:`from_expr` — Thompson NFA + subset construction; the result is trimmed and minimised;
+* :func:`from_expr` — Thompson NFA (:class:`pda.fsm.ThompsonNFA`) + subset construction; the
+  result is trimmed and minimised by pda's one minimiser (:func:`pda.dfa_kernels.minimize_partial`);
 * :func:`intersect`, :func:`union`, :func:`difference`, :func:`complement`, :func:`is_empty`,
   :func:`matches`, :func:`length_dfa`;
 * :func:`to_expr` — state elimination into a regular expression tree, with a size budget; past it
@@ -22,24 +23,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+import numpy as np
+
+from pda.dfa_kernels import minimize_partial
+from pda.errors import FsmTooLarge
 from pda.fsm import ThompsonNFA
 from pda.limits import check_deadline
 from pda.ir import (
-    EPSILON, MAX_CODE_POINT, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq, alt, chars,
-    repeat, seq, star,
+    EPSILON, MAX_CODE_POINT, NOTHING, ByteClass, Bytes, CharClass, Expr, Ref, alt, chars,
+    node_count, repeat, seq, star,
 )
 
 __all__ = [
     "DFA", "from_expr", "intersect", "union", "difference", "complement", "is_empty", "matches",
-    "length_dfa", "to_expr", "literal_set_dfa", "FsmTooLarge",
+    "length_dfa", "to_expr", "literal_set_dfa", "FsmTooLarge", "MAX_STATES",
 ]
 
 Ranges = tuple[tuple[int, int], ...]
 MAX_STATES = 20000
-
-
-class FsmTooLarge(Exception):
-    """An automaton grew past :data:`MAX_STATES`; callers turn it into a schema error."""
 
 
 @dataclass
@@ -70,7 +71,7 @@ class _NFA(ThompsonNFA):
         super().__init__(20 * MAX_STATES)
 
     def too_many(self) -> Exception:
-        return FsmTooLarge("NFA too large")
+        return FsmTooLarge("NFA", 20 * MAX_STATES)
 
     def leaf(self, e: Expr, s: int, t: int) -> None:
         if isinstance(e, Bytes):
@@ -121,7 +122,7 @@ def _number(index: dict, states: list, key: object, what: str) -> int:  # type: 
         got = index[key] = len(states)
         states.append(key)
         if len(states) > MAX_STATES:
-            raise FsmTooLarge(f"{what} too large")
+            raise FsmTooLarge(what, MAX_STATES)
         check_deadline()
     return got
 
@@ -202,43 +203,42 @@ def trim(d: DFA) -> DFA:
 
 
 def minimize(d: DFA) -> DFA:
-    """Trim and merge equivalent states (Moore's partition refinement)."""
+    """Trim and merge equivalent states, with the one minimiser of pda
+    (:func:`pda.dfa_kernels.minimize_partial`, over the elementary code-point intervals)."""
     d = trim(d)
     if not d.trans:
         return d
-    block = [1 if a else 0 for a in d.accept]
-    nblocks = len(set(block))
-    while True:
-        sigs: dict[tuple[object, ...], int] = {}
-        new_block = []
-        for s, row in enumerate(d.trans):
-            merged: list[tuple[int, int, int]] = []
-            for lo, hi, t in row:
-                b = block[t]
-                if merged and merged[-1][2] == b and merged[-1][1] + 1 == lo:
-                    merged[-1] = (merged[-1][0], hi, b)
-                else:
-                    merged.append((lo, hi, b))
-            key = (block[s], tuple(merged))
-            new_block.append(sigs.setdefault(key, len(sigs)))
-        if len(sigs) == nblocks:
-            break
-        block, nblocks = new_block, len(sigs)
+    cuts = sorted({lo for row in d.trans for lo, _, _ in row} | {hi + 1 for row in d.trans for _, hi, _ in row})
+    where = {c: i for i, c in enumerate(cuts)}
+    tails: list[int] = []
+    labels: list[int] = []
+    heads: list[int] = []
+    for s, row in enumerate(d.trans):
+        for lo, hi, t in row:
+            for k in range(where[lo], where[hi + 1]):
+                tails.append(s)
+                labels.append(k)
+                heads.append(t)
+    block, _ = minimize_partial(len(d.trans), np.array(tails, dtype=np.int64), np.array(labels, dtype=np.int64),
+                                np.array(heads, dtype=np.int64), np.array(d.accept, dtype=np.bool_))
     # Renumber blocks so that the start's block is 0, in BFS order.
-    order = {block[0]: 0}
-    rep: dict[int, int] = {block[0]: 0}
+    order = {int(block[0]): 0}
+    rep: dict[int, int] = {int(block[0]): 0}
     queue = [0]
-    while queue:
-        s = queue.pop(0)
+    k = 0
+    while k < len(queue):
+        s = queue[k]
+        k += 1
         for _, _, t in d.trans[s]:
-            if block[t] not in order:
-                order[block[t]] = len(order)
-                rep[block[t]] = t
+            b = int(block[t])
+            if b not in order:
+                order[b] = len(order)
+                rep[b] = t
                 queue.append(t)
     trans: list[list[tuple[int, int, int]]] = [[] for _ in order]
     accept = [False] * len(order)
     for b, s in rep.items():
-        trans[order[b]] = _merge_row([(lo, hi, order[block[t]]) for lo, hi, t in d.trans[s]])
+        trans[order[b]] = _merge_row([(lo, hi, order[int(block[t])]) for lo, hi, t in d.trans[s]])
         accept[order[b]] = d.accept[s]
     return DFA(trans, accept)
 
@@ -383,29 +383,6 @@ def literal_set_dfa(words: Iterable[str]) -> DFA:
 # ----------------------------------------------------------------------------- back to IR
 
 
-def size_exceeds(e: Expr, limit: int) -> bool:
-    """Whether ``e`` has more than ``limit`` nodes (counting stops there)."""
-    todo, n = [e], 0
-    while todo:
-        x = todo.pop()
-        n += 1
-        if n > limit:
-            return True
-        if isinstance(x, (Seq, Alt)):
-            todo.extend(x.items)
-        elif isinstance(x, Repeat):
-            todo.append(x.expr)
-    return False
-
-
-def _size(e: Expr) -> int:
-    if isinstance(e, (Seq, Alt)):
-        return 1 + sum(_size(x) for x in e.items)
-    if isinstance(e, Repeat):
-        return 1 + _size(e.expr)
-    return 1
-
-
 def default_label(ranges: Ranges) -> Expr:
     return chars(ranges)
 
@@ -522,7 +499,7 @@ def _eliminate(d: DFA, label: Callable[[Ranges], Expr], budget: int) -> Expr:
         new = e if old is None else alt(old, e)
         out[p][q] = new
         inc[q].add(p)
-        sizes[(p, q)] = _size(new)
+        sizes[(p, q)] = node_count(new)
 
     put(start, 0, EPSILON)
     groups = [_groups(row) for row in d.trans]
@@ -564,7 +541,7 @@ def _eliminate(d: DFA, label: Callable[[Ranges], Expr], budget: int) -> Expr:
         inc[q] = set()
         total = sum(sizes.values())
         if total > budget:
-            raise FsmTooLarge("regular expression too large")
+            raise FsmTooLarge("regular expression", budget)
     return out[start].get(final, NOTHING)
 
 

@@ -25,10 +25,10 @@ from typing import Any, Iterable
 
 from pda.ir import (
     EPSILON, MAX_CODE_POINT, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq, alt, chars, lit,
-    normalize_ranges, repeat, seq,
+    negate_ranges, normalize_ranges, repeat, seq,
 )
 
-from . import json_schema_fsm as fsm
+from pda import codepoint_fsm as fsm
 
 __all__ = [
     "spelled_except", "spell", "spell_expr", "string_literal", "digit_range", "hex_digit", "ANY_CHAR", "Ranges", "intersect_ranges",
@@ -56,8 +56,6 @@ def intersect_ranges(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]])
 
 def subtract_ranges(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> Ranges:
     """Code points of ``a`` not in ``b``."""
-    from pda.ir import negate_ranges
-
     return intersect_ranges(a, negate_ranges(b))
 
 

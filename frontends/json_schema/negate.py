@@ -6,9 +6,9 @@ characters", not "anything but long strings".  A schema object is the conjunctio
 keywords, so its complement is the union of the keywords' complements (De Morgan), and
 ``anyOf``/``allOf``/``not``/``$ref`` recurse.  The result is a list of synthetic schema objects
 (their union is the complement); the synthetic keywords ``$not`` (values to exclude),
-``$notPattern`` and ``$notFormat`` are understood by :mod:`.json_schema_merge`.
+``$notPattern`` and ``$notFormat`` are understood by :mod:`.merge`.
 
-Refused (``None`` after :meth:`_Compiler.unsupported`): ``not`` of ``type: integer`` alone,
+Refused (``None`` after :meth:`.Context.unsupported`): ``not`` of ``type: integer`` alone,
 ``multipleOf``, ``items``/``contains``/``additionalProperties`` and friends, ``oneOf``,
 ``uniqueItems``, and ``enum`` members that are arrays or objects.
 """
@@ -16,13 +16,12 @@ Refused (``None`` after :meth:`_Compiler.unsupported`): ``not`` of ``type: integ
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .json_formats import FORMATS
-from .json_schema_merge import Loc, child, to_decimal
-
-if TYPE_CHECKING:
-    from .json_schema import _Compiler
+from .context import Context
+from .document import COMBINATORS, MERGE_KEYWORDS, UNSUPPORTED, Loc, child
+from .formats import FORMATS
+from .merge import to_decimal, type_set
 
 __all__ = ["negate"]
 
@@ -39,7 +38,7 @@ _IGNORED = {"$schema", "$id", "id", "$anchor", "$defs", "definitions", "$comment
             "default", "examples", "deprecated", "readOnly", "writeOnly", "minContains", "maxContains"}
 
 
-def negate(c: _Compiler, loc: Loc, depth: int = 0) -> list[dict[str, Any]] | None:
+def negate(c: Context, loc: Loc, depth: int = 0) -> list[dict[str, Any]] | None:
     """Schemas whose union is the complement of ``loc`` (``[]``: nothing; ``[{}]``: everything)."""
     s = loc.schema
     if s is True:
@@ -50,8 +49,6 @@ def negate(c: _Compiler, loc: Loc, depth: int = 0) -> list[dict[str, Any]] | Non
         return _refuse(c, loc, "this schema")
     out: list[dict[str, Any]] = []
     draft4 = {k for k in ("exclusiveMinimum", "exclusiveMaximum") if isinstance(s.get(k), bool)}
-    from .json_schema import COMBINATORS, MERGE_KEYWORDS, UNSUPPORTED
-
     known = MERGE_KEYWORDS | COMBINATORS | set(UNSUPPORTED) | {"dependentRequired", "dependentSchemas"}
     for kw, v in s.items():
         if kw not in known or kw in _IGNORED or kw in draft4 or kw in ("then", "else"):
@@ -65,17 +62,15 @@ def negate(c: _Compiler, loc: Loc, depth: int = 0) -> list[dict[str, Any]] | Non
     return out
 
 
-def _refuse(c: _Compiler, loc: Loc, what: str) -> None:
+def _refuse(c: Context, loc: Loc, what: str) -> None:
     c.unsupported(f"'not' (or the 'if' of if/then/else) of {what} is not supported", loc.ptr)
     return None
 
 
-def _negate_keyword(c: _Compiler, loc: Loc, kw: str, v: Any, s: dict[str, Any],
+def _negate_keyword(c: Context, loc: Loc, kw: str, v: Any, s: dict[str, Any],
                     depth: int) -> list[dict[str, Any]] | None:
     if kw == "type":
-        from .json_schema_merge import _type_set
-
-        ts = _type_set(loc) or set()
+        ts = type_set(loc) or set()
         if "integer" in ts and "number" not in ts:
             return _refuse(c, loc, "type integer")
         return [{"type": [t for t in _ALL if t not in ts]}] if len(ts - {"integer"}) < 6 else []
@@ -131,7 +126,7 @@ def _negate_keyword(c: _Compiler, loc: Loc, kw: str, v: Any, s: dict[str, Any],
     return _refuse(c, loc, f"'{kw}'")
 
 
-def _negate_values(c: _Compiler, loc: Loc, vals: Any) -> list[dict[str, Any]] | None:
+def _negate_values(c: Context, loc: Loc, vals: Any) -> list[dict[str, Any]] | None:
     """Everything but the given values: other types, other strings/booleans, numbers in between."""
     if not isinstance(vals, list) or any(isinstance(x, (list, dict)) for x in vals):
         return _refuse(c, loc, "an enum/const with arrays or objects")

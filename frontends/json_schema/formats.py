@@ -6,14 +6,15 @@ never admits an invalid string (the schema's promise matters more than the rare 
 
 * ``date`` / ``date-time``: RFC 3339 ``full-date`` with the real number of days per month,
   29 February only in leap years, years 0001-9999; ``time``/``date-time`` need an offset (``Z`` or
-  ``±hh:mm``), ``T``/``Z`` in either case; no leap seconds (``:60``), which validators disagree on.
+  ``±hh:mm``), ``T``/``Z`` in either case; a leap second (``:60``) exactly where the time is
+  23:59 UTC, for offsets of whole or half hours (``23:59:60Z``, ``15:59:60-08:00``; RFC 3339 5.7).
 * ``duration``: RFC 3339 appendix A (``P1Y2M``, ``PT1H30M``, ``P2W``).
 * ``email``: RFC 5321 ``Mailbox`` (dot-atom or quoted local part; a host name or an address
   literal ``[1.2.3.4]``/``[IPv6:...]``), ASCII only.
 * ``hostname``: RFC 1123 labels of 1-63 characters (letters, digits, inner hyphens), at most 3
   labels of up to 63 characters or up to 8 labels of up to 30, so the name stays within 253;
-  no ``--`` in the 3rd and 4th place of a label (so no Punycode ``xn--`` labels, which would need
-  IDNA checks).
+  other hyphens anywhere inside a label (``w--ww.co----m``), but no label starting with ``xn--``
+  (Punycode, which would need IDNA checks).
 * ``ipv4`` (no leading zeros), ``ipv6`` (RFC 4291 text forms, no zone), ``uuid`` (8-4-4-4-12 hex),
   ``uri``/``uri-reference`` (RFC 3986, ASCII), ``json-pointer`` (RFC 6901),
   ``relative-json-pointer``.
@@ -28,6 +29,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from pda.ir import Expr
+
+from ..regex import regex_to_ir
 
 __all__ = ["FORMATS", "KNOWN_UNSUPPORTED", "format_expr"]
 
@@ -55,7 +58,27 @@ _MONTH_DAY = (
 )
 DATE = rf"(?:{_YEAR}-{_MONTH_DAY}|{_LEAP}-02-29)"
 _OFFSET = r"(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
-TIME = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]+)?" + _OFFSET
+_FRAC = r"(?:\.[0-9]+)?"
+
+
+def _leap_seconds() -> str:
+    """The times with a leap second (``:60``): exactly those that are 23:59 UTC, for the offsets
+    of whole and half hours (``Z``, ``+05:30``, ``-08:00`` ...; a leap second with another offset
+    is refused, which keeps the automaton small: 48 local times instead of 1440)."""
+    alts = []
+    for hour in range(24):
+        for minute in (29, 59):
+            local = hour * 60 + minute
+            ahead = (local + 1) % 1440  # offset +HH:MM: local - offset = 23:59 (mod 24 h)
+            behind = 1439 - local  # offset -HH:MM: local + offset = 23:59
+            offsets = [rf"\+{ahead // 60:02d}:{ahead % 60:02d}", rf"-{behind // 60:02d}:{behind % 60:02d}"]
+            if local == 1439:
+                offsets.append("[Zz]")
+            alts.append(rf"{hour:02d}:{minute:02d}:60{_FRAC}(?:{'|'.join(offsets)})")
+    return "(?:" + "|".join(alts) + ")"
+
+
+TIME = rf"(?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]{_FRAC}{_OFFSET}|{_leap_seconds()})"
 DATE_TIME = rf"{DATE}[Tt]{TIME}"
 DURATION = (
     r"P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)"
@@ -65,10 +88,22 @@ DURATION = (
 )
 _AN = "[A-Za-z0-9]"
 _AH = "[A-Za-z0-9-]"
-# A label of 1..n characters; hyphens in both the 3rd and 4th place (``xn--``) are refused, since
-# such labels must be valid Punycode, which is not checked here.
-_LABEL63 = rf"(?:{_AN}(?:{_AH}?{_AN})?|{_AN}{_AH}{_AH}{_AN}|{_AN}{_AH}(?:{_AN}{_AH}|-{_AN}){_AH}{{0,58}}{_AN})"
-_LABEL30 = rf"(?:{_AN}(?:{_AH}?{_AN})?|{_AN}{_AH}{_AH}{_AN}|{_AN}{_AH}(?:{_AN}{_AH}|-{_AN}){_AH}{{0,25}}{_AN})"
+
+
+def _label(n: int) -> str:
+    """An RFC 1123 label of 1..n letters, digits and hyphens, neither starting nor ending with a
+    hyphen, and not starting with ``xn--`` (any case): such a label must be valid Punycode
+    (RFC 5891), which is not checked here, so all of them are refused."""
+
+    def first4(c4: str) -> str:  # four characters that do not spell xn--
+        return (rf"(?:[A-WYZa-wyz0-9]{_AH}{_AH}{c4}|[Xx][A-MO-Za-mo-z0-9-]{_AH}{c4}|[Xx][Nn]{_AN}{c4}"
+                rf"|[Xx][Nn]-{_AN})")
+
+    return rf"(?:{_AN}(?:{_AH}?{_AN})?|{first4(_AN)}|{first4(_AH)}{_AH}{{0,{n - 5}}}{_AN})"
+
+
+_LABEL63 = _label(63)
+_LABEL30 = _label(30)
 HOSTNAME = rf"(?:{_LABEL63}(?:\.{_LABEL63}){{0,2}}|(?:{_LABEL30}\.){{3,7}}{_LABEL30})"
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _LOCAL = rf"(?:{_ATEXT}+(?:\.{_ATEXT}+)*|\"(?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\[\x20-\x7E])*\")"
@@ -120,6 +155,4 @@ KNOWN_UNSUPPORTED = frozenset({
 @lru_cache(maxsize=None)
 def format_expr(name: str) -> Expr:
     """The decoded-string language of a supported format (raises KeyError for others)."""
-    from .regex import regex_to_ir
-
     return regex_to_ir(FORMATS[name], dialect="ecmascript", search=False)

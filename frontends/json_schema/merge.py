@@ -1,6 +1,6 @@
 """Merging a conjunction of JSON Schema objects into one set of per-type constraints.
 
-After ``allOf``/``anyOf``/``oneOf``/``$ref`` have been expanded (see :mod:`.json_schema`), a
+After ``allOf``/``anyOf``/``oneOf``/``$ref`` have been expanded (see :mod:`.compiler`), a
 schema is a union of *conjunctions*; each conjunction is a list of schema objects whose own
 keywords must all hold.  :func:`merge` reads those keywords, checks that their values are well
 formed (a :class:`~pda.errors.SchemaError` with the keyword's JSON pointer otherwise), and folds
@@ -10,61 +10,18 @@ object/array the atoms whose sub-schemas the emitter intersects position by posi
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from pda.errors import SchemaError
 
-from .json_numbers import Bound
+from .document import Loc, child
+from .numbers import Bound
 
-__all__ = ["join_uri", "inplace", "Loc", "Merged", "ObjAtom", "ArrAtom", "merge", "TYPES", "child", "json_equal", "json_key", "to_decimal"]
+__all__ = ["Merged", "ObjAtom", "ArrAtom", "merge", "TYPES", "type_set", "json_equal", "json_key", "to_decimal"]
 
 TYPES = ("null", "boolean", "object", "array", "number", "string", "integer")
-
-
-@dataclass(frozen=True)
-class Loc:
-    """A schema (dict or bool) and where it is: its JSON pointer and the base URI for ``$ref``."""
-
-    schema: Any
-    ptr: str
-    base: str = ""
-    # Pointers of the schema objects this one is applied in place of (through allOf/anyOf/oneOf/
-    # $ref/if/then/else/not): what ``unevaluated*`` of those objects can see.
-    parents: tuple[str, ...] = ()
-
-    def at(self, *path: str | int) -> str:
-        return self.ptr + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
-
-
-def inplace(loc: Loc, *path: str | int) -> Loc:
-    """Like :func:`child`, for an in-place applicator (allOf/anyOf/...): records ``loc`` as a parent."""
-    c = child(loc, *path)
-    return Loc(c.schema, c.ptr, c.base, loc.parents + (loc.ptr,))
-
-
-def child(loc: Loc, *path: str | int) -> Loc:
-    """The sub-schema at ``path`` below ``loc`` (its base URI follows ``$id``)."""
-    s = loc.schema
-    for p in path:
-        s = s[p]
-    base = loc.base
-    if isinstance(s, dict) and isinstance(s.get("$id"), str):
-        base = join_uri(base, s["$id"])
-    return Loc(s, loc.at(*path), base)
-
-
-def join_uri(base: str, ref: str) -> str:
-    """``ref`` resolved against ``base`` (also for ``urn:`` bases, which urljoin does not know)."""
-    from urllib.parse import urldefrag, urljoin
-
-    if not base or re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", ref):
-        return ref
-    if ref.startswith("#"):
-        return urldefrag(base)[0] + ref
-    return urljoin(base, ref)
 
 
 @dataclass
@@ -74,6 +31,7 @@ class ObjAtom:
     additional: Loc | None  # None: not given (any value)
     ptr: str
     scope: tuple[str, ...] = ()  # this object and the ones it is applied in place of
+    closed_by_strict: bool = False  # ``additional`` is the ``false`` of strict=True
 
 
 @dataclass
@@ -82,6 +40,7 @@ class ArrAtom:
     rest: Loc | None  # None: not given (any value)
     ptr: str
     scope: tuple[str, ...] = ()
+    closed_by_strict: bool = False  # ``rest`` is the ``false`` of strict=True
 
 
 @dataclass
@@ -183,7 +142,7 @@ def _tighter_hi(a: Bound | None, b: Bound) -> Bound:
     return a
 
 
-def _type_set(loc: Loc) -> set[str] | None:
+def type_set(loc: Loc) -> set[str] | None:
     s = loc.schema
     if "type" not in s:
         return None
@@ -211,7 +170,7 @@ def merge(atoms: list[Loc], *, strict: bool) -> Merged:
     m = Merged(types)
     for loc in atoms:
         s = loc.schema
-        ts = _type_set(loc)
+        ts = type_set(loc)
         if ts is not None:
             types &= ts
         for kw in ("enum", "const"):
@@ -228,7 +187,7 @@ def merge(atoms: list[Loc], *, strict: bool) -> Merged:
             else:
                 keys = {json_key(w) for w in vals}
                 m.enum = [v for v in m.enum if json_key(v) in keys]
-        if "$not" in s:  # synthetic keywords made by json_schema_negate
+        if "$not" in s:  # synthetic keywords made by .negate
             m.excluded += s["$not"]
         if "$notPattern" in s:
             m.not_patterns.append((s["$notPattern"], loc.ptr))
@@ -241,6 +200,14 @@ def merge(atoms: list[Loc], *, strict: bool) -> Merged:
     if None in m.excluded:
         types.discard("null")
     m.types = types
+    # strict=True closes only what nothing else speaks of: an unevaluatedItems/-Properties that
+    # sees the schema decides about its later items and undeclared members instead.
+    for a in m.arr:
+        if a.closed_by_strict and any(ptr in a.scope for _, ptr, _ in m.uneval_items):
+            a.rest, a.closed_by_strict = None, False
+    for o in m.obj:
+        if o.closed_by_strict and any(ptr in o.scope for _, ptr, _ in m.uneval_props):
+            o.additional, o.closed_by_strict = None, False
     return m
 
 
@@ -324,10 +291,11 @@ def _merge_arrays(m: Merged, loc: Loc, strict: bool) -> None:
             rest = _schema_at(loc, "additionalItems")
     elif items is not None:
         rest = _schema_at(loc, "items")
-    if strict and prefix and rest is None:
+    closed = strict and bool(prefix) and rest is None
+    if closed:
         rest = _false(loc, "items")
     if prefix or rest is not None:
-        m.arr.append(ArrAtom(prefix, rest, loc.ptr, loc.parents + (loc.ptr,)))
+        m.arr.append(ArrAtom(prefix, rest, loc.ptr, loc.parents + (loc.ptr,), closed))
     m.min_items, m.max_items = _tighten(loc, "minItems", "maxItems", m.min_items, m.max_items)
     if "contains" in s:
         lo = _nonneg_int(s.get("minContains", 1), loc.at("minContains"), "minContains")
@@ -357,10 +325,11 @@ def _merge_objects(m: Merged, loc: Loc, strict: bool) -> None:
             raise SchemaError("'patternProperties' must be an object", pointer=loc.at("patternProperties"))
         patterns = [(k, child(loc, "patternProperties", k)) for k in s["patternProperties"]]
     additional = _schema_at(loc, "additionalProperties") if "additionalProperties" in s else None
-    if strict and additional is None and (props or patterns):
+    closed = strict and additional is None and bool(props or patterns)
+    if closed:
         additional = _false(loc, "additionalProperties")
     if props or patterns or additional is not None:
-        m.obj.append(ObjAtom(props, patterns, additional, loc.ptr, loc.parents + (loc.ptr,)))
+        m.obj.append(ObjAtom(props, patterns, additional, loc.ptr, loc.parents + (loc.ptr,), closed))
     if "required" in s:
         req = s["required"]
         if not isinstance(req, list) or not all(isinstance(r, str) for r in req):

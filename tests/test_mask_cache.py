@@ -1,0 +1,296 @@
+"""cache.mask_cache.MaskCache: counters, LRU order, the byte bound, pins, growth, gathers, threads."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from pda.cache.mask_cache import DEFAULT_MAX_BYTES, MaskCache
+from pda.errors import BitmaskError, LimitExceededError
+
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+]
+STATS_KEYS = {"hits", "misses", "evictions", "entries", "bytes", "capacity_rows", "hit_rate"}
+
+
+def row_of(key: object, words: int) -> np.ndarray:
+    """A row that is a function of the key, every word different from another key's (torn rows show)."""
+    seed = hash(key) & 0xFFFFFFFF
+    return np.random.default_rng(seed).integers(-(2**31), 2**31, size=words, dtype=np.int64).astype(np.int32)
+
+
+def small(words: int = 8, rows: int = 4, **kw: object) -> MaskCache:
+    return MaskCache(words, max_bytes=rows * words * 4, **kw)  # type: ignore[arg-type]
+
+
+def test_hits_misses_evictions_counted():
+    c = small(initial_rows=1)
+    assert c.get("a") is None
+    for k in "abcd":
+        c.put(k, row_of(k, 8))
+    assert [c.get(k) is not None for k in "abcd"] == [True] * 4
+    c.put("e", row_of("e", 8))  # evicts "a", the least recently used
+    assert c.get("a") is None
+    assert c.get_many(["b", "zz", "e"])[1] is None
+    s = c.stats()
+    assert set(s) == STATS_KEYS
+    assert (s["hits"], s["misses"], s["evictions"], s["entries"]) == (6, 3, 1, 4)
+    assert s["hit_rate"] == pytest.approx(6 / 9)
+    assert s["capacity_rows"] == 4 and s["bytes"] == 4 * 8 * 4
+
+
+def test_lru_order_follows_gets_and_puts():
+    c = small()
+    slots = {k: c.put(k, row_of(k, 8)) for k in "abcd"}
+    c.get("a")  # order now b c d a
+    c.put("c", row_of("c", 8))  # a present key: most recent, row kept -> b d a c
+    assert c.put("e", row_of("e", 8)) == slots["b"]
+    assert c.put("f", row_of("f", 8)) == slots["d"]
+    assert "b" not in c and "d" not in c and {"a", "c", "e", "f"} <= {k for k in "abcdef" if k in c}
+    assert c.put("g", row_of("g", 8)) == slots["a"]
+
+
+def test_put_of_present_key_keeps_first_row_and_slot():
+    c = small()
+    s = c.put(("x", 1), row_of(1, 8))
+    assert c.put(("x", 1), row_of(2, 8)) == s
+    np.testing.assert_array_equal(c.row(s), row_of(1, 8))
+    assert c.stats()["entries"] == 1
+
+
+@pytest.mark.parametrize("max_bytes", [32, 33, 100, 1000, 4095, 4096])
+@pytest.mark.parametrize("initial_rows", [1, 3, 64])
+def test_byte_bound_never_exceeded(max_bytes, initial_rows):
+    words = 8
+    c = MaskCache(words, max_bytes=max_bytes, initial_rows=initial_rows)
+    for i in range(300):
+        c.put(i, row_of(i, words))
+        s = c.stats()
+        assert s["capacity_rows"] * words * 4 == s["bytes"] <= max_bytes
+        assert s["entries"] <= s["capacity_rows"]
+    assert c.stats()["capacity_rows"] == max_bytes // (words * 4)
+    for i in range(300 - c.stats()["entries"], 300):  # the most recent entries survive, intact
+        np.testing.assert_array_equal(c.row(c.get(i)), row_of(i, words))
+
+
+def test_max_bytes_below_one_row_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"max_bytes=31 holds no row of 8 int32 words \(32 bytes\)"):
+        MaskCache(8, max_bytes=31)
+    with pytest.raises(BitmaskError, match="words must be a positive int"):
+        MaskCache(0)
+    assert MaskCache(4040).max_bytes == DEFAULT_MAX_BYTES
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+def test_cuda_without_a_device_is_a_clear_error():
+    with pytest.raises(BitmaskError, match="'cuda' asked for, but torch sees no CUDA device"):
+        MaskCache(8, device="cuda")
+
+
+def test_rows_of_the_wrong_shape_or_dtype_are_refused():
+    c = small()
+    with pytest.raises(BitmaskError, match=r"int32\[8\], got int64\[8\]"):
+        c.put("a", np.zeros(8, dtype=np.int64))
+    with pytest.raises(BitmaskError, match=r"got int32\[9\]"):
+        c.put("a", np.zeros(9, dtype=np.int32))
+    c.put("u", np.full(8, 0xFFFFFFFF, dtype=np.uint32))  # uint32 is read as the same bits
+    np.testing.assert_array_equal(c.row(c.get("u")), np.full(8, -1, dtype=np.int32))
+    assert "a" not in c and c.stats()["entries"] == 1
+
+
+def test_put_stores_a_copy():
+    c = small()
+    r = row_of("a", 8)
+    s = c.put("a", r)
+    r[:] = 0
+    np.testing.assert_array_equal(c.row(s), row_of("a", 8))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_growth_copies_rows(device):
+    words = 40
+    c = MaskCache(words, max_bytes=100 * words * 4, device=device, initial_rows=1)
+    caps, slots = [], {}
+    for i in range(70):
+        slots[i] = c.put(i, row_of(i, words))
+        caps.append(c.stats()["capacity_rows"])
+    assert sorted(set(caps)) == [1, 2, 4, 8, 16, 32, 64, 100]
+    for i, s in slots.items():
+        assert c.get(i) == s
+        np.testing.assert_array_equal(c.row(s), row_of(i, words))
+    big = c.put_many(list(range(70, 100)), [row_of(i, words) for i in range(70, 100)])
+    assert len(set(big)) == 30 and c.stats()["evictions"] == 0
+
+
+def test_batch_calls_never_evict_their_own_slots():
+    c = small(rows=4)
+    for k in "abcd":
+        c.put(k, row_of(k, 8))
+    keys = ["e", "f", "a", "g"]  # "a" is the LRU entry, but present: e, f, g evict b, c, d instead
+    slots = c.put_many(keys, [row_of(k, 8) for k in keys])
+    assert len(set(slots)) == 4 and c.stats()["evictions"] == 3
+    for k, s in zip(keys, slots):
+        np.testing.assert_array_equal(c.row(s), row_of(k, 8))
+    assert c.put_many(["h", "h"], [row_of("h", 8)] * 2)[0] == c.get("h")
+    with pytest.raises(LimitExceededError, match="pinned"):
+        c.put_many(list("vwxyz"), [row_of(k, 8) for k in "vwxyz"])
+    s = c.stats()
+    assert s["entries"] == 4 and s["capacity_rows"] == 4
+    for k in "vwxy":  # the four that fitted were written before the fifth failed
+        np.testing.assert_array_equal(c.row(c.get(k)), row_of(k, 8))
+
+
+def test_pinned_slots_survive_other_puts_until_released():
+    c = small(rows=4)
+    for k in "abcd":
+        c.put(k, row_of(k, 8))
+    with c.pinned() as batch:
+        (sa,) = batch.get_many(["a"])  # a is now the least recently used *after* this
+        c.get("b"), c.get("c"), c.get("d")  # ... and then a is the LRU entry, but pinned
+        (se,) = batch.put_many(["e"], [row_of("e", 8)])
+        for i in range(10):
+            c.put(i, row_of(i, 8))
+        assert c.get("a") == sa and c.get("e") == se
+        np.testing.assert_array_equal(c.row(sa), row_of("a", 8))
+        np.testing.assert_array_equal(c.row(se), row_of("e", 8))
+        assert batch.get("zz") is None and batch.put("y", row_of("y", 8)) not in (sa, se)
+        batch.put("z", row_of("z", 8))  # evicts the last unpinned entry
+        with pytest.raises(LimitExceededError, match="all 4 rows of 8 words are pinned"):
+            batch.put("q", row_of("q", 8))
+    for i in range(4):
+        c.put(("after", i), row_of(i, 8))
+    assert "a" not in c and "e" not in c
+
+
+def test_clear_resets_and_keeps_pinned_rows_readable():
+    c = small(rows=4, initial_rows=1)
+    for k in "abcd":
+        c.put(k, row_of(k, 8))
+    c.get("a"), c.get("x")
+    c.clear()
+    assert c.stats() == {
+        "hits": 0, "misses": 0, "evictions": 0, "entries": 0, "bytes": 32, "capacity_rows": 1, "hit_rate": 0.0,
+    }
+    for k in "abcd":
+        c.put(k, row_of(k, 8))
+    with c.pinned() as batch:
+        (sb,) = batch.get_many(["b"])
+        c.clear()
+        assert "b" not in c and c.stats()["capacity_rows"] == 4
+        for i in range(3):
+            assert c.put(i, row_of(i, 8)) != sb
+        np.testing.assert_array_equal(c.row(sb), row_of("b", 8))
+    assert c.put(3, row_of(3, 8)) == sb  # released: the orphaned slot is free again
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gather_into_torch_and_numpy(device):
+    words = 4040
+    c = MaskCache(words, device=device, initial_rows=2)
+    keys = [("s", i, (i % 3,)) for i in range(20)]
+    slots = c.put_many(keys, [row_of(k, words) for k in keys])
+    want = np.stack([row_of(k, words) for k in keys])
+    order = [7, 3, 3, 19, 0]
+    pick = [slots[i] for i in order]
+
+    out = torch.zeros((8, words), dtype=torch.int32, device=device)
+    c.gather(pick, out)
+    np.testing.assert_array_equal(out[:5].cpu().numpy(), want[order])
+    assert not out[5:].any()
+
+    out.zero_()
+    dst = [6, 1, 4, 0, 2]
+    c.gather(torch.tensor(pick, device=device), out, rows=dst)
+    got = out.cpu().numpy()
+    np.testing.assert_array_equal(got[dst], want[order])
+    assert not got[[3, 5, 7]].any()
+
+    strided = torch.zeros((10, words), dtype=torch.int32, device=device)[::2]
+    c.gather(pick, strided)
+    np.testing.assert_array_equal(strided.cpu().numpy(), want[order])
+
+    host = np.zeros((6, words), dtype=np.int32)
+    c.gather(pick, host)
+    np.testing.assert_array_equal(host[:5], want[order])
+    host[:] = 0
+    c.gather(pick, host, rows=[5, 4, 3, 2, 1])
+    np.testing.assert_array_equal(host[[5, 4, 3, 2, 1]], want[order])
+    assert not host[0].any()
+    c.gather([], out)  # an empty batch writes nothing
+
+
+def test_gather_refuses_bad_arguments():
+    c = small(rows=4)
+    s = c.put("a", row_of("a", 8))
+    out = torch.zeros((2, 8), dtype=torch.int32)
+    with pytest.raises(BitmaskError, match="not an int"):
+        c.gather([s, None], out)  # type: ignore[list-item]
+    with pytest.raises(BitmaskError, match="slot 4 outside the pool's 4 rows"):
+        c.gather([4], out)
+    with pytest.raises(BitmaskError, match="slot -1 outside"):
+        c.gather(torch.tensor([-1]), out)
+    with pytest.raises(BitmaskError, match=r"int32\[batch, 8\]"):
+        c.gather([s], torch.zeros((2, 9), dtype=torch.int32))
+    with pytest.raises(BitmaskError, match="int32 on cpu"):
+        c.gather([s], torch.zeros((2, 8), dtype=torch.int64))
+    with pytest.raises(BitmaskError, match="3 slots but out has 2 rows"):
+        c.gather([s, s, s], out)
+    with pytest.raises(BitmaskError, match="2 slots but 1 rows"):
+        c.gather([s, s], out, rows=[0])
+    with pytest.raises(BitmaskError, match="must be int32, got uint32"):
+        c.gather([s], np.zeros((2, 8), dtype=np.uint32))
+    with pytest.raises(BitmaskError, match="outside the pool"):
+        c.row(7)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_eight_threads_read_back_exactly_what_was_put(device):
+    """Batches from 8 threads (gets, puts of misses, gathers) over more keys than the pool holds."""
+    words, n_keys, batch = 64, 120, 4
+    c = MaskCache(words, max_bytes=48 * words * 4, device=device, initial_rows=2)
+    want = {k: row_of(("k", k), words) for k in range(n_keys)}
+    errors: list[str] = []
+    start = threading.Barrier(8)
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        out = torch.zeros((batch, words), dtype=torch.int32, device=device)
+        host = np.zeros((batch, words), dtype=np.int32)
+        start.wait()
+        try:
+            for _ in range(150):
+                keys = [rng.randrange(n_keys) for _ in range(batch)]
+                with c.pinned() as b:
+                    slots = b.get_many(keys)
+                    miss = [i for i, s in enumerate(slots) if s is None]
+                    for i, s in zip(miss, b.put_many([keys[i] for i in miss], [want[keys[i]] for i in miss])):
+                        slots[i] = s
+                    c.gather(slots, out)  # type: ignore[arg-type]
+                    c.gather(slots, host)  # type: ignore[arg-type]
+                    for j, k in enumerate(keys):
+                        if not (np.array_equal(host[j], want[k]) and np.array_equal(out[j].cpu().numpy(), want[k])):
+                            errors.append(f"key {k} read back a row that is not its own")
+                        if not np.array_equal(c.row(slots[j]), want[k]):  # type: ignore[arg-type]
+                            errors.append(f"row({slots[j]}) is not key {k}'s")
+                k = rng.randrange(n_keys)  # unpinned calls too
+                if c.get(k) is None:
+                    c.put(k, want[k])
+        except Exception as exc:  # reported below, with the thread's seed
+            errors.append(f"thread {seed}: {exc!r}")
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]
+    s = c.stats()
+    assert s["hits"] + s["misses"] == 8 * 150 * (batch + 1)
+    assert s["evictions"] > 0 and s["capacity_rows"] == 48 and s["entries"] == 48
+    assert not any(c._pins)  # every batch released its pins

@@ -315,12 +315,17 @@ def print_summary(summary: dict[str, dict[str, Any]]) -> None:
                       f"p99 {p['mask_p99_us'] / q['mask_p99_us']:.2f}x, TTFM p50 {p['ttfm_p50_ms'] / q['ttfm_p50_ms']:.2f}x")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def corpus_arguments(ap: argparse.ArgumentParser) -> None:
+    """The corpus path, sample, seed and engines options (shared with ``ttfm.py``)."""
     ap.add_argument("path", nargs="?", default=str(DEFAULT_CORPORA))
     ap.add_argument("--sample", type=int, default=150, help="schemas (with tests) drawn at random; 0 = all")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--engines", default="pda,xgrammar,llguidance")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    corpus_arguments(ap)
     ap.add_argument("--out", default=str(RESULTS / "schema_conformance.json"),
                     help="write the summary and the per-schema results as JSON here")
     ap.add_argument("--timeout", type=float, default=30.0,

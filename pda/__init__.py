@@ -44,6 +44,8 @@ _EXPORTS: dict[str, str] = {
     "LimitExceededError": ".errors",
     "TokenizerError": ".errors",
     "BitmaskError": ".errors",
+    "SerializationError": ".errors",
+    "ConstraintError": ".errors",
     "generate": ".generation",  # loads transformers' model machinery on first use
     "GenerationResult": ".generation",
 }
@@ -81,8 +83,8 @@ if TYPE_CHECKING:  # the names as static type checkers and IDEs should see them
     from .compiler import CompiledGrammar, GrammarCompiler
     from .batch import BatchGrammarMatcher
     from .errors import (
-        BitmaskError, EmptyLanguageError, GrammarError, GrammarSyntaxError, LimitExceededError, PdaError, RegexError,
-        SchemaError, TokenizerError, UndefinedRuleError, UnsupportedRegexError, UnsupportedSchemaError,
+        BitmaskError, ConstraintError, EmptyLanguageError, GrammarError, GrammarSyntaxError, LimitExceededError, PdaError, RegexError,
+        SchemaError, SerializationError, TokenizerError, UndefinedRuleError, UnsupportedRegexError, UnsupportedSchemaError,
         ValidationError,
     )
     from .generation import GenerationResult, generate

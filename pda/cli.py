@@ -7,6 +7,7 @@
     pda list
     pda demo                                                  # generation with a random model, then the samples
     pda generate --model DIR --schema person.json --stats     # see pda.cli_generate
+    pda cache info | clear [--dir PATH]                      # the on-disk cache ($PDA_CACHE_DIR)
 
 ``validate`` prints ``OK <file>`` for each valid input and, for an invalid one, the file, line,
 column, the offending line with a caret and the bytes that could have come there; against a JSON
@@ -95,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--samples-only", action="store_true", help="only validate the bundled samples")
     add_generate_parser(sub)
+    from pda.cli_cache import add_cache_parser
+
+    add_cache_parser(sub)
     return parser
 
 
@@ -297,6 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _validate(args, sys.stdout)
         if args.command == "list":
             return _list(sys.stdout)
+        if args.command == "cache":
+            from pda.cli_cache import run_cache
+
+            return run_cache(args, sys.stdout)
         if args.command == "generate":
             return run_generate(args, sys.stdout, sys.stderr)
         if not args.samples_only:

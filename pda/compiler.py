@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
 import threading
 import time
+import weakref
+from pathlib import Path
 from typing import Any, Callable, Literal
 
 import xxhash
 
 from pda.cache.compile_cache import DEFAULT_MAX_BYTES, CompileCache
+from pda.cache.disk_cache import DEFAULT_DISK_MAX_BYTES, DiskCache
 
 from .automaton import DEFAULT_MAX_STATES
 from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
+from .errors import SerializationError
 from .precompute import TokenClasses, max_token_length, precompute_classes
+from . import serialize
 from .stack import DEFAULT_MAX_STACK_DEPTH
 from .tokenizer import TokenizerInfo
 
-__all__ = ["GrammarCompiler", "CompiledGrammar"]
+__all__ = ["GrammarCompiler", "CompiledGrammar", "CACHE_DIR_ENV"]
 
 _PROGRESS_AFTER_S = 2.0
+CACHE_DIR_ENV = "PDA_CACHE_DIR"
+"""Environment variable: the on-disk cache directory of a :class:`GrammarCompiler` given no ``cache_dir``."""
 DEFAULT_MASK_CACHE_BYTES = 64 << 20  # per compiled grammar: about 4,000 rows of a 129k vocabulary
 
 
@@ -73,6 +82,25 @@ class CompiledGrammar:
         total["classified_states"] = len(self.classes.by_state)
         return total
 
+    _disk_key: str | None = None  # the key of its disk cache entry, when it has one
+    _disk_saved = 0  # how many states' token classes that entry holds (as far as this process knows)
+
+    def to_bytes(self) -> bytes:
+        """The grammar, its automaton and the token classes computed so far, in pda's versioned,
+        checksummed format (JSON and raw numpy arrays; see :mod:`pda.serialize`)."""
+        return serialize.to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview, tokenizer_info: TokenizerInfo) -> CompiledGrammar:
+        """A grammar :meth:`to_bytes` wrote, for the same tokenizer.  Raises
+        :class:`~pda.errors.SerializationError` for another tokenizer (fingerprint), another format
+        version, or corrupted or truncated bytes.  Its masks equal the original's."""
+        if not isinstance(tokenizer_info, TokenizerInfo):
+            raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
+        parts = serialize.from_bytes(data, tokenizer_info)
+        grammar = Grammar._restored(parts.automaton, **parts.grammar)
+        return cls(grammar, tokenizer_info, parts.classes, parts.compile_seconds)
+
     @property
     def num_states(self) -> int:
         return self.grammar.automaton.num_states
@@ -103,23 +131,49 @@ class GrammarCompiler:
 
     ``precompute`` chooses when each automaton state's token classes are computed: ``"eager"`` (all
     at compile time), ``"lazy"`` (each the first time a matcher needs it; compiles are fast and the
-    first mask in a new state pays up to a few milliseconds), or ``"auto"``: at compile time, the
-    states nearest the start, breadth first, for at most ``eager_seconds`` and ``eager_max_states``
-    states; the rest lazily (large JSON Schemas visit few of their thousands of states).
+    first mask in a new state pays up to a few milliseconds), or ``"auto"``: the states nearest the
+    start, breadth first, for at most ``eager_seconds`` and ``eager_max_states`` states; the rest
+    lazily (large JSON Schemas visit few of their thousands of states).  With
+    ``eager_background=True`` (the default) the compile classifies only the start state (what the
+    first mask needs) and returns; a background thread classifies the others (the kernel releases
+    the GIL) while the first masks are filled, so the time to the first mask holds no eager work.
+    ``eager_background=False`` classifies them all before returning.  :meth:`wait` waits for it.
     ``max_states``, ``max_stack_depth`` and ``max_compile_seconds`` are the limits of every
     :class:`~pda.Grammar` it builds; ``mask_cache_max_bytes`` bounds each compiled grammar's
     mask cache (:meth:`CompiledGrammar.mask_cache`).
+
+    ``cache_dir`` (default: the ``PDA_CACHE_DIR`` environment variable; none when unset or empty)
+    keeps compiled grammars on disk too, under the in-memory cache's keys (grammar text, options,
+    tokenizer fingerprint), at most ``cache_dir_max_bytes`` (least recently used entries go first;
+    ``None``: no bound).  A compile finds its grammar there before building it; a corrupted,
+    truncated or foreign entry is dropped and rebuilt.  A new entry is written after the eager
+    classification (in the background thread with ``eager_background``).  Token classes computed on
+    first use after that are written back to the entry by :meth:`flush`, which also runs at
+    interpreter exit.
     """
 
     def __init__(self, tokenizer_info: TokenizerInfo, *, cache: bool = True, max_states: int = DEFAULT_MAX_STATES,
                  max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, cache_max_bytes: int | None = DEFAULT_MAX_BYTES,
                  precompute: Literal["auto", "eager", "lazy"] = "auto", eager_max_states: int = 256,
-                 eager_seconds: float = 0.1,
+                 eager_seconds: float = 0.1, eager_background: bool = True,
                  max_compile_seconds: float | None = DEFAULT_MAX_COMPILE_SECONDS,
+                 cache_dir: str | os.PathLike[str] | None = None,
+                 cache_dir_max_bytes: int | None = DEFAULT_DISK_MAX_BYTES,
                  mask_cache_max_bytes: int = DEFAULT_MASK_CACHE_BYTES) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TypeError(f"tokenizer_info must be a pda.TokenizerInfo, got {type(tokenizer_info).__name__}")
         self.tokenizer_info = tokenizer_info
+        if cache_dir is None:
+            cache_dir = os.environ.get(CACHE_DIR_ENV) or None
+        self.disk_cache: DiskCache | None = None
+        self._on_disk: dict[str, weakref.ref[CompiledGrammar]] = {}
+        self._disk_lock = threading.Lock()
+        if cache_dir is not None:
+            self.disk_cache = DiskCache(Path(cache_dir).expanduser(), cache_dir_max_bytes)
+            atexit.register(_flush_at_exit, weakref.ref(self))
+        # per-tokenizer work done once, here, rather than in the first compile
+        tokenizer_info.fingerprint  # noqa: B018
+        tokenizer_info.trie  # noqa: B018
         self._options = {"max_states": max_states, "max_stack_depth": max_stack_depth,
                          "max_compile_seconds": max_compile_seconds}
         self._cache: CompileCache[CompiledGrammar] | None = CompileCache(cache_max_bytes) if cache else None
@@ -128,6 +182,8 @@ class GrammarCompiler:
         self._precompute = precompute
         self._eager_max_states = eager_max_states
         self._eager_seconds = eager_seconds
+        self._eager_background = eager_background
+        self._threads: list[threading.Thread] = []
         self._mask_cache_max_bytes = mask_cache_max_bytes
 
     # ------------------------------------------------------------------ public
@@ -162,8 +218,36 @@ class GrammarCompiler:
         return self._get(key, lambda: Grammar.from_json_schema(schema, **options, **self._options))
 
     def clear_cache(self) -> None:
+        """Empty the in-memory cache (the disk cache stays; ``compiler.disk_cache.clear()`` empties it)."""
         if self._cache is not None:
             self._cache.clear()
+
+    def flush(self) -> int:
+        """Wait for background work (:meth:`wait`), then write back to the disk cache the token
+        classes computed on first use since each grammar was loaded or stored there (merged with
+        what the entry holds now); how many entries were written.  Runs at interpreter exit too."""
+        self.wait()
+        if self.disk_cache is None:
+            return 0
+        written = 0
+        with self._disk_lock:
+            items = list(self._on_disk.items())
+        for key, ref in items:
+            compiled = ref()
+            if compiled is None:
+                with self._disk_lock:
+                    self._on_disk.pop(key, None)
+                continue
+            if len(compiled.classes.by_state) <= compiled._disk_saved:
+                continue
+            old = self.disk_cache.get(key)
+            if old is not None:
+                arrays = serialize.classes_of(old, self.tokenizer_info.fingerprint)
+                if arrays is not None and arrays["trans"].shape == compiled.grammar.automaton.trans.shape:
+                    serialize.add_classes(compiled.classes, arrays)
+            if self._store(key, compiled):
+                written += 1
+        return written
 
     # ------------------------------------------------------------------ internals
 
@@ -171,10 +255,45 @@ class GrammarCompiler:
         key = xxhash.xxh3_128_hexdigest(f"{text_key}\x00{sorted(self._options.items())!r}\x00"
                                         f"{self.tokenizer_info.fingerprint}".encode())
         if self._cache is None:
-            return self._compile(build)
-        return self._cache.get(key, lambda: self._compile(build), lambda c: c.memory_bytes)
+            return self._load_or_compile(key, build)
+        return self._cache.get(key, lambda: self._load_or_compile(key, build), lambda c: c.memory_bytes)
 
-    def _compile(self, build: Callable[[], Grammar]) -> CompiledGrammar:
+    def _load_or_compile(self, key: str, build: Callable[[], Grammar]) -> CompiledGrammar:
+        disk = self.disk_cache
+        if disk is None:
+            return self._compile(build)
+        t0 = time.perf_counter()
+        data = disk.get(key)
+        if data is not None:
+            try:
+                compiled = CompiledGrammar.from_bytes(data, self.tokenizer_info)
+            except SerializationError:
+                disk.discard(key)  # corrupted, truncated, foreign or old: rebuild it
+            else:
+                compiled.compile_seconds = time.perf_counter() - t0
+                self._track(key, compiled, len(compiled.classes.by_state))
+                return compiled
+        return self._compile(build, key)
+
+    def _store(self, key: str, compiled: CompiledGrammar) -> bool:
+        """Write ``compiled`` to the disk cache; False (and nothing raised) when the disk refuses."""
+        assert self.disk_cache is not None
+        saved = len(compiled.classes.by_state)
+        try:
+            self.disk_cache.put(key, compiled.to_bytes())
+        except OSError:
+            return False
+        self._track(key, compiled, saved)
+        return True
+
+    def _track(self, key: str, compiled: CompiledGrammar, saved: int) -> None:
+        compiled._disk_key = key
+        compiled._disk_saved = saved
+        with self._disk_lock:
+            self._on_disk[key] = weakref.ref(compiled)
+
+    def _compile(self, build: Callable[[], Grammar], key: str | None = None) -> CompiledGrammar:
+        """Build, classify as ``precompute`` says, and (with a key and a disk cache) store."""
         t0 = time.perf_counter()
         grammar = build()
         shown = [False]
@@ -187,9 +306,52 @@ class GrammarCompiler:
 
         classes = precompute_classes(grammar.automaton, self.tokenizer_info, progress,
                                      eager=self._precompute == "eager")
-        if self._precompute == "auto":
-            classes.warm(grammar.automaton, seconds=self._eager_seconds, max_states=self._eager_max_states)
         if shown[0]:
             sys.stderr.write("\n")
-        return CompiledGrammar(grammar, self.tokenizer_info, classes, time.perf_counter() - t0,
-                               mask_cache_max_bytes=self._mask_cache_max_bytes)
+        compiled = CompiledGrammar(grammar, self.tokenizer_info, classes, 0.0,
+                                   mask_cache_max_bytes=self._mask_cache_max_bytes)
+        later: list[Callable[[], object]] = []
+        aut = grammar.automaton
+        if self._precompute == "auto" and self._eager_background:
+            start = int(aut.rule_start[0])
+            if self._eager_seconds > 0 and self._eager_max_states > 0 and aut.has_bytes[start]:
+                classes.get(start)  # what the first mask needs; the rest after the compile returns
+            later.append(lambda: classes.warm(aut, seconds=self._eager_seconds, max_states=self._eager_max_states))
+        elif self._precompute == "auto":
+            classes.warm(aut, seconds=self._eager_seconds, max_states=self._eager_max_states)
+        compiled.compile_seconds = time.perf_counter() - t0
+        if key is not None and self.disk_cache is not None:
+            later.append(lambda: self._store(key, compiled))
+        if self._precompute == "auto" and self._eager_background and later:
+            self._in_background(later)
+        else:
+            for task in later:
+                task()
+        return compiled
+
+    def _in_background(self, tasks: list[Callable[[], object]]) -> None:
+        def run() -> None:
+            for task in tasks:
+                task()
+
+        thread = threading.Thread(target=run, name="pda-warm", daemon=True)
+        with self._disk_lock:
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def wait(self) -> None:
+        """Wait for the work that compiles leave running in the background (``precompute="auto"``
+        classification past the start state, and disk cache writes)."""
+        with self._disk_lock:
+            threads, self._threads = self._threads, []
+        for t in threads:
+            t.join()
+
+
+def _flush_at_exit(ref: weakref.ref[GrammarCompiler]) -> None:
+    compiler = ref()
+    if compiler is not None:
+        try:
+            compiler.flush()
+        except Exception:  # noqa: BLE001 - interpreter exit: a cache write-back must not turn into a traceback
+            pass

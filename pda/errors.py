@@ -24,6 +24,7 @@ __all__ = [
     "SchemaTooDeep",
     "TokenizerError",
     "BitmaskError",
+    "SerializationError",
     "ConstraintError",
 ]
 
@@ -217,6 +218,11 @@ class TokenizerError(PdaError, ValueError):
 
 class BitmaskError(PdaError, ValueError):
     """A token bitmask or logits tensor of the wrong dtype, shape or device."""
+
+
+class SerializationError(PdaError, ValueError):
+    """Bytes that :meth:`pda.CompiledGrammar.from_bytes` cannot load: not a compiled grammar, another
+    format version, corrupted or truncated (checksum), or compiled for another tokenizer."""
 
 
 class ConstraintError(PdaError, ValueError):

@@ -101,6 +101,21 @@ class Grammar:
             return cls.from_json_schema(text, **options)
         raise GrammarError(f"unknown grammar format {dialect!r}", filename=str(p))
 
+    @classmethod
+    def _restored(cls, automaton: Automaton, *, start: str, ebnf: bytes, ebnf_normalized: bytes, max_stack_depth: int,
+                  json_pointers: bool) -> Grammar:
+        """A grammar read back by :mod:`pda.serialize`: its automaton and the UTF-8 texts of its rules.
+
+        It matches, validates and prints (``to_ebnf``) like the original; it holds no ``ir`` or
+        ``normal`` (those are not serialised).
+        """
+        g = cls.__new__(cls)
+        g.automaton = automaton
+        g.max_stack_depth = max_stack_depth
+        g.json_pointers = json_pointers
+        g._texts = (start, ebnf, ebnf_normalized)
+        return g
+
     # ------------------------------------------------------------------ matching
 
     def _walker(self) -> Walker:
@@ -131,12 +146,16 @@ class Grammar:
 
     # ------------------------------------------------------------------ introspection
 
+    _texts: tuple[str, bytes, bytes] | None = None  # (start, ebnf, normalised ebnf) of a deserialised grammar
+
     @property
     def start(self) -> str:
-        return self.ir.start
+        return self._texts[0] if self._texts is not None else self.ir.start
 
     def to_ebnf(self, *, normalized: bool = False) -> str:
         """The grammar as GBNF text: as written (default) or after normalisation."""
+        if self._texts is not None:
+            return (self._texts[2] if normalized else self._texts[1]).decode()
         if normalized:
             rules = self.normal.rules
             return "\n".join(f"{'root' if n == ROOT else n} ::= {to_ebnf(b)}" for n, b in rules.items()) + "\n"
@@ -144,7 +163,8 @@ class Grammar:
 
     def __repr__(self) -> str:
         a = self.automaton
-        return (f"<pda.Grammar start={self.ir.start!r} rules={len(self.ir.rules)} pda_rules={len(a.rule_names)} "
+        nrules = len(self.ir.rules) if self._texts is None else self._texts[1].count(b"\n")
+        return (f"<pda.Grammar start={self.start!r} rules={nrules} pda_rules={len(a.rule_names)} "
                 f"states={a.num_states} classes={a.num_classes}>")
 
 

@@ -225,13 +225,11 @@ class TokenClasses:
 def return_sites(aut: Automaton) -> tuple[np.ndarray, np.ndarray]:
     """CSR (ret_ptr[R+1], ret_state[]): the states each rule can return to, over all call sites."""
     nrules = len(aut.rule_names)
-    sites: list[set[int]] = [set() for _ in range(nrules)]
-    for r, t in zip(aut.call_rule.tolist(), aut.call_return.tolist()):
-        sites[r].add(t)
+    width = aut.num_states + 1
+    pairs = np.unique(aut.call_rule.astype(np.int64) * width + aut.call_return)  # by rule, then return state
     ptr = np.zeros(nrules + 1, dtype=np.int32)
-    ptr[1:] = np.cumsum([len(s) for s in sites])
-    flat = np.array([t for s in sites for t in sorted(s)], dtype=np.int32)
-    return ptr, flat
+    ptr[1:] = np.cumsum(np.bincount(pairs // width, minlength=nrules))
+    return ptr, (pairs % width).astype(np.int32)
 
 
 def kernel_automaton(aut: Automaton) -> KernelAutomaton:

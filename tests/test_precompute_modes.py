@@ -42,14 +42,31 @@ def test_precompute_option_is_checked(tok: pda.TokenizerInfo) -> None:
 
 def test_auto_classifies_the_states_nearest_the_start_within_its_budget(tok: pda.TokenizerInfo) -> None:
     text = path("c_like").read_text(encoding="utf-8")
-    few = pda.GrammarCompiler(tok, eager_max_states=5).compile_grammar(text)
+    few = pda.GrammarCompiler(tok, eager_max_states=5, eager_background=False).compile_grammar(text)
     # 5 states, plus the starts of the shared rules they call (classified first, to reuse)
     aut = few.grammar.automaton
     callee_starts = {int(aut.rule_start[r]) for s in few.classes.by_state for r, _ in aut.calls(s)}
     assert len(set(few.classes.by_state) - callee_starts) <= 5 <= len(few.classes.by_state)
     start = int(few.grammar.automaton.rule_start[0])
     assert start in few.classes.by_state or not few.grammar.automaton.has_bytes[start]
-    none = pda.GrammarCompiler(tok, eager_seconds=0.0).compile_grammar(text)
+    none = pda.GrammarCompiler(tok, eager_seconds=0.0, eager_background=False).compile_grammar(text)
     assert not none.classes.by_state
-    every = pda.GrammarCompiler(tok, eager_seconds=60.0, eager_max_states=10**6).compile_grammar(text)
+    every = pda.GrammarCompiler(tok, eager_seconds=60.0, eager_max_states=10**6,
+                                eager_background=False).compile_grammar(text)
     assert every.classes.complete
+
+
+def test_auto_in_the_background_classifies_the_start_state_before_returning(tok: pda.TokenizerInfo) -> None:
+    text = path("c_like").read_text(encoding="utf-8")
+    compiler = pda.GrammarCompiler(tok, eager_seconds=60.0, eager_max_states=10**6)
+    compiled = compiler.compile_grammar(text)
+    aut = compiled.grammar.automaton
+    assert int(aut.rule_start[0]) in compiled.classes.by_state
+    compiler.wait()
+    assert compiled.classes.complete
+    few = pda.GrammarCompiler(tok, eager_max_states=5)
+    got = few.compile_grammar(text)
+    few.wait()
+    # the start state, then 5 more, plus the starts of the shared rules they call
+    callee_starts = {int(aut.rule_start[r]) for s in got.classes.by_state for r, _ in aut.calls(s)}
+    assert len(set(got.classes.by_state) - callee_starts) <= 6 <= len(got.classes.by_state)

@@ -313,9 +313,9 @@ class GrammarCompiler:
         later: list[Callable[[], object]] = []
         aut = grammar.automaton
         if self._precompute == "auto" and self._eager_background:
-            start = int(aut.rule_start[0])
-            if self._eager_seconds > 0 and self._eager_max_states > 0 and aut.has_bytes[start]:
-                classes.get(start)  # what the first mask needs; the rest after the compile returns
+            if self._eager_seconds > 0 and self._eager_max_states > 0:
+                for s in grammar.first_states():  # what the first mask needs; the rest after the compile returns
+                    classes.get(s)
             later.append(lambda: classes.warm(aut, seconds=self._eager_seconds, max_states=self._eager_max_states))
         elif self._precompute == "auto":
             classes.warm(aut, seconds=self._eager_seconds, max_states=self._eager_max_states)

@@ -140,6 +140,10 @@ class Grammar:
                 err.pointer = pointer_at(err.data, err.offset)
             raise err
 
+    def first_states(self) -> list[int]:
+        """The automaton states that can read the first byte (the tops of the start configuration)."""
+        return [s for s, _ in self._walker().initial().tops]
+
     def matcher(self) -> ByteMatcher:
         """A new incremental byte matcher (``feed``, ``is_complete``, ``rollback``)."""
         return ByteMatcher(self._walker())

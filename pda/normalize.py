@@ -16,7 +16,7 @@ The steps, in order:
    by ``N·R*``, the least solution of the same equation.
 5. **Inlining**: rules that are not recursive are inlined into their callers, so regular parts
    collapse into the callers' automata; recursive rules stay as pushdown calls.
-6. **Shared pieces**: a piece of a rule body that occurs more than once over all rules (after
+6. **Shared pieces** (off by default, :data:`pda.share.SHARE_MIN_STATES`): a piece of a rule body that occurs more than once over all rules (after
    inlining) and would make :data:`SHARE_MIN_STATES` or more automaton states becomes a rule of
    its own, called from every place it occurred (``$shared0``, ...).  Frontends write the same
    lexical pieces again and again (every string value of a JSON Schema is a copy of one string

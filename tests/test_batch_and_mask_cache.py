@@ -40,6 +40,12 @@ def tok(deepseek_tokenizer: Any) -> TokenizerInfo:
     return TokenizerInfo.from_huggingface(deepseek_tokenizer)
 
 
+@pytest.fixture
+def sharing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shared pieces on (off by default, see pda.share): the tests below need shared rules."""
+    monkeypatch.setattr(pda.share, "SHARE_MIN_STATES", 12)
+
+
 def workloads(hf: Any) -> list[tuple[str, Any, list[list[int]]]]:
     """(name, compile function, token sequences) over a schema, the bundled JSON and SQL grammars."""
     schema_docs = [hf.encode(json.dumps(d), add_special_tokens=False) for d in DOCS]
@@ -67,11 +73,11 @@ def masks_along(compiled: pda.CompiledGrammar, ids: list[int]) -> list[np.ndarra
 
 
 def test_shared_classes_equal_unshared_per_state_classes(tok: TokenizerInfo, deepseek_tokenizer: Any,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                          monkeypatch: pytest.MonkeyPatch, sharing: None) -> None:
     shared = GrammarCompiler(tok, cache=False, precompute="lazy")
     for name, build, docs in workloads(deepseek_tokenizer):
         with monkeypatch.context() as mp:  # every piece inlined, every rule expanded: no sharing
-            mp.setattr(pda.share, "SHARE_MIN_STATES", 10**9)
+            mp.setattr(pda.share, "SHARE_MIN_STATES", None)
             mp.setattr(pda.precompute, "ESCAPE_RETURN_SITES", 10**9)
             plain = build(GrammarCompiler(TokenizerInfo.from_huggingface(deepseek_tokenizer), cache=False,
                                           precompute="lazy"))
@@ -88,7 +94,7 @@ def test_shared_classes_equal_unshared_per_state_classes(tok: TokenizerInfo, dee
         assert a.mask_cache_stats()["hits"] > 0
 
 
-def test_token_classes_are_shared_across_grammars_of_one_tokenizer(deepseek_tokenizer: Any) -> None:
+def test_token_classes_are_shared_across_grammars_of_one_tokenizer(deepseek_tokenizer: Any, sharing: None) -> None:
     tok = TokenizerInfo.from_huggingface(deepseek_tokenizer)
     first = GrammarCompiler(tok, precompute="lazy").compile_json_schema(SCHEMA)
     ids = deepseek_tokenizer.encode(json.dumps(DOCS[0]), add_special_tokens=False)
@@ -179,10 +185,10 @@ def test_arena_stays_bounded_across_reset(tok: TokenizerInfo, monkeypatch: pytes
         assert m.num_tokens == 0 and not m.is_completed()
 
 
-def test_cached_masks_follow_the_stack_below_a_shared_rule(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:
-    """The string rule is shared: inside ``["ab`` and ``{"k": "ab`` the top is the same state with
+def test_cached_masks_follow_the_stack_below_a_called_rule(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:
+    """Inside ``["ab`` and ``{"k": "ab`` the tops are the same states of the recursive value rule with
     different frames below; the tokens that close the string must follow those frames."""
-    compiled = GrammarCompiler(tok).compile_builtin_json()
+    compiled = GrammarCompiler(tok, cache=False).compile_builtin_json()
     vocab = {deepseek_tokenizer.convert_tokens_to_ids(t): t for t in ('"]', '"}', '",')}
     assert None not in vocab
     m = GrammarMatcher(compiled)

@@ -229,34 +229,26 @@ def _utf8_loops(trans, byte_class, s, r):
         elif lead == 0xF4:
             hi = 0x8F
         ncont = 1 if lead < 0xE0 else 2 if lead < 0xF0 else 3
-        # the states after the first continuation byte (few distinct), then the rest
-        prev = -1
-        for b in range(lo, hi + 1):
-            t2 = trans[t, byte_class[b]]
-            if t2 < 0:
-                return False
-            if t2 == prev:
-                continue
-            prev = t2
-            if not _conts_reach(trans, byte_class, t2, ncont - 1, s):
-                return False
+        if not _conts_reach(trans, byte_class, t, ncont, s, lo, hi):
+            return False
     return True
 
 
 @njit(cache=True, nogil=True)
-def _conts_reach(trans, byte_class, t, k, s):
-    """Every sequence of ``k`` continuation bytes leads from ``t`` to ``s``."""
+def _conts_reach(trans, byte_class, t, k, s, lo, hi):
+    """Every sequence of ``k`` continuation bytes, the first in ``lo..hi``, leads from ``t`` to
+    ``s`` (each distinct state after a byte is followed once)."""
     if k == 0:
         return t == s
     prev = -1
-    for b in range(0x80, 0xC0):
+    for b in range(lo, hi + 1):
         t2 = trans[t, byte_class[b]]
         if t2 < 0:
             return False
         if t2 == prev:
             continue
         prev = t2
-        if not _conts_reach(trans, byte_class, t2, k - 1, s):
+        if not _conts_reach(trans, byte_class, t2, k - 1, s, 0x80, 0xBF):
             return False
     return True
 

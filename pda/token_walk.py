@@ -236,20 +236,36 @@ def _utf8_loops(trans, byte_class, s, r):
 
 @njit(cache=True, nogil=True)
 def _conts_reach(trans, byte_class, t, k, s, lo, hi):
-    """Every sequence of ``k`` continuation bytes, the first in ``lo..hi``, leads from ``t`` to
-    ``s`` (each distinct state after a byte is followed once)."""
-    if k == 0:
-        return t == s
-    prev = -1
-    for b in range(lo, hi + 1):
-        t2 = trans[t, byte_class[b]]
-        if t2 < 0:
+    """Every sequence of ``k`` (1 to 3) continuation bytes, the first in ``lo..hi``, leads from ``t``
+    to ``s`` (each distinct state after a byte is followed once).  Written as loops, not recursion:
+    numba's on-disk cache does not reload a self-recursive kernel safely."""
+    prev1 = -1
+    for b1 in range(lo, hi + 1):
+        t1 = trans[t, byte_class[b1]]
+        if t1 < 0:
             return False
-        if t2 == prev:
+        if t1 == prev1:
             continue
-        prev = t2
-        if not _conts_reach(trans, byte_class, t2, k - 1, s, 0x80, 0xBF):
-            return False
+        prev1 = t1
+        if k == 1:
+            if t1 != s:
+                return False
+            continue
+        prev2 = -1
+        for b2 in range(0x80, 0xC0):
+            t2 = trans[t1, byte_class[b2]]
+            if t2 < 0:
+                return False
+            if t2 == prev2:
+                continue
+            prev2 = t2
+            if k == 2:
+                if t2 != s:
+                    return False
+                continue
+            for b3 in range(0x80, 0xC0):
+                if trans[t2, byte_class[b3]] != s:
+                    return False
     return True
 
 

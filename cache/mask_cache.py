@@ -266,6 +266,20 @@ class MaskCache:
                 out[:] = self._pool[slot].cpu().numpy()
             return True
 
+    def get_many_into(self, keys: Sequence[Hashable], out: np.ndarray, rows: Sequence[int]) -> list[bool]:
+        """``get_into`` of each key into ``out[rows[i]]`` under one hold of the lock; True where it
+        was a hit."""
+        if len(keys) != len(rows):
+            raise BitmaskError(f"MaskCache.get_many_into: {len(keys)} keys but {len(rows)} rows")
+        with self._lock:
+            slots = [self._get(k, None) for k in keys]
+            pool = self._host if self._host is not None else self._pool
+            for r, slot in zip(rows, slots):
+                if slot is not None:
+                    out[r] = pool[slot] if self._host is not None else pool[slot].cpu().numpy()
+            hit = [s is not None for s in slots]
+            return hit
+
     def put(self, key: Hashable, row: Any) -> int:
         """Store a copy of ``row`` (``int32[words]``) under ``key`` and return its slot.
 

@@ -3,13 +3,17 @@
 ``BatchGrammarMatcher.batch_fill_next_token_bitmask(matchers, bitmask, indices)`` works in three
 passes:
 
-1. For each matcher (in order, on the calling thread) the cache key of its configuration; a row
-   whose key is in its grammar's mask cache is copied at once (CPU) or noted (CUDA).
+1. For each matcher (in order, on the calling thread) the cache key of its configuration; the hits
+   are looked up in their grammar's mask cache, one lock hold per grammar.  Into a CPU bitmask the
+   hits' rows are copied under that hold; on CUDA their slots in the device pool are pinned.
 2. The misses, each distinct (grammar, key) once, are computed on worker threads: the token walks
-   are numba kernels that release the GIL, so misses of different matchers run in parallel.
-3. On CUDA, each grammar's rows are gathered from its device-resident pool with one index
-   operation (only the misses crossed from host to device); then the stop tokens of matchers
-   whose text is complete are set.
+   are numba kernels that release the GIL, so misses of different matchers run in parallel.  A
+   matcher that shares another's lookup key shares its row only when its exact key -- as deep as
+   the computation read the stack -- is the same too.
+3. The new rows go into each grammar's cache under those exact keys.  On CUDA, that is one
+   host-to-device transfer per grammar, and then every row is gathered from the device pool into
+   the bitmask with one index operation.  Last, the stop tokens of matchers whose text is complete
+   are set (one scatter on a device).
 
 Matchers of a batch may belong to different compiled grammars and tokenizers of one vocabulary
 size.  A matcher must not appear twice in one batch.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
@@ -74,102 +79,87 @@ class BatchGrammarMatcher:
             return
         words = matchers[0]._compiled.words
         host, device = _target(bitmask, words, rows)
-        if host is not None:
-            self._fill_host(matchers, host, rows, debug_print)
-        else:
-            self._fill_device(matchers, bitmask, rows, str(device), debug_print)
-
-    def _fill_host(self, matchers: Sequence[GrammarMatcher], host: np.ndarray, rows: list[int],
-                   debug_print: bool) -> None:
-        pending: dict[tuple[int, Any], list[int]] = {}  # (grammar id, key) -> batch positions
-        for k, m in enumerate(matchers):
-            row = host[rows[k]]
-            if m._finished():
-                row[:] = 0
-                continue
-            key = m._lookup_key(m._cfg)
-            if key is not None and m._compiled.mask_cache().get_into(key, row):
-                continue
-            pending.setdefault((id(m._compiled), key if key is not None else _Uncached(k)), []).append(k)
-        self._compute(matchers, pending, lambda k: host[rows[k]], debug_print)
-        for k, m in enumerate(matchers):
-            if not m._finished():
-                m._add_stops(m._cfg, host[rows[k]])
-
-    def _compute(self, matchers: Sequence[GrammarMatcher], pending: dict[tuple[int, Any], list[int]],
-                 row_of: Any, debug_print: bool, *, store: bool = True) -> None:
-        """Compute each pending key's row once (on worker threads), into every position that needs
-        it; ``store``: also into the grammar's CPU mask cache."""
-
-        def one(positions: list[int]) -> None:
-            first = matchers[positions[0]]
-            cfg = first._cfg
-            row = first._compute_row(cfg, first._compiled.mask_cache() if store else None)
-            for k in positions:
-                row_of(k)[:] = row
-
-        groups = list(pending.values())
-        pool = self._executor() if len(groups) > 1 else None
-        if pool is None:
-            for g in groups:
-                one(g)
-        else:
-            list(pool.map(one, groups))
-        if debug_print:
-            print(f"pda batch: {len(matchers)} matchers, {len(groups)} masks computed")
-
-    def _fill_device(self, matchers: Sequence[GrammarMatcher], bitmask: Any, rows: list[int], device: str,
-                     debug_print: bool) -> None:
-        import torch
-
+        out: Any = host if host is not None else bitmask
+        finished = [m._finished() for m in matchers]
+        zero_rows = [rows[k] for k in range(len(matchers)) if finished[k]]
+        if zero_rows:
+            out[_index(zero_rows, out)] = 0
         by_grammar: dict[int, list[int]] = {}
         for k, m in enumerate(matchers):
-            by_grammar.setdefault(id(m._compiled), []).append(k)
-        zero_rows = [rows[k] for k, m in enumerate(matchers) if m._finished()]
-        if zero_rows:
-            bitmask[torch.tensor(zero_rows, device=bitmask.device)] = 0
-        for positions in by_grammar.values():
-            live = [k for k in positions if not matchers[k]._finished()]
-            if not live:
-                continue
-            compiled = matchers[live[0]]._compiled
-            cache = compiled.mask_cache(device)
+            if not finished[k]:
+                by_grammar.setdefault(id(m._compiled), []).append(k)
+        if host is not None:
+            self._fill_host(matchers, by_grammar, host, rows, debug_print)
+        else:
+            with ExitStack() as pins:
+                plans = [_GrammarRows(matchers, live, str(device), pins) for live in by_grammar.values()]
+                groups = [(plan, g) for plan in plans for g in plan.pending.values()]
+                computed = self._compute(matchers, [g for _, g in groups], debug_print)
+                for (plan, _), entry in zip(groups, computed):
+                    plan.computed.append(entry)
+                for plan in plans:
+                    plan.write(bitmask, rows)
+        self._set_stops(matchers, finished, out, rows)
+
+    def _fill_host(self, matchers: Sequence[GrammarMatcher], by_grammar: dict[int, list[int]], host: np.ndarray,
+                   rows: list[int], debug_print: bool) -> None:
+        """A CPU bitmask: each grammar's hits are copied from its CPU pool under one lock hold (no
+        pins needed); the misses are computed, written and put into the cache (unpinned)."""
+        pending: dict[tuple[int, Any], list[int]] = {}  # (grammar id, lookup key) -> batch positions
+        for gid, live in by_grammar.items():
             keys = [matchers[k]._lookup_key(matchers[k]._cfg) for k in live]
-            staged: dict[int, np.ndarray] = {}  # uncacheable rows, copied one by one
-            with cache.pinned() as batch:
-                slots: list[Any] = batch.get_many([key for key in keys if key is not None])
-                slot_of = iter(slots)
-                pending: dict[tuple[int, Any], list[int]] = {}
-                for k, key in zip(live, keys):
-                    slot = next(slot_of) if key is not None else None
-                    if slot is None:  # a miss, or not cacheable
-                        pending.setdefault((id(compiled), key if key is not None else _Uncached(k)), []).append(k)
-                host_rows = {k: np.zeros(compiled.words, dtype=np.int32) for g in pending.values() for k in g}
-                self._compute(matchers, pending, lambda k: host_rows[k], debug_print, store=False)
-                computed = {key: g[0] for (_, key), g in pending.items() if not isinstance(key, _Uncached)}
-                if computed:  # one host-to-device transfer for the batch's misses
-                    put = batch.put_many(list(computed), [host_rows[k] for k in computed.values()])
-                    slot_by_key = dict(zip(computed, put))
-                else:
-                    slot_by_key = {}
-                fill_slots, fill_rows = [], []
-                slots_iter = iter(slots)
-                for k, key in zip(live, keys):
-                    if key is None:
-                        staged[k] = host_rows[k]
-                        continue
-                    slot = next(slots_iter)
-                    fill_slots.append(slot if slot is not None else slot_by_key[key])
-                    fill_rows.append(rows[k])
-                if fill_slots:
-                    cache.gather(fill_slots, bitmask, rows=fill_rows)
-            for k, row in staged.items():
-                bitmask[rows[k]].copy_(torch.from_numpy(row))
+            cached = [(k, key) for k, key in zip(live, keys) if key is not None]
+            cache = matchers[live[0]]._compiled.mask_cache()
+            hits = cache.get_many_into([key for _, key in cached], host, [rows[k] for k, _ in cached])
+            done = {k for (k, _), hit in zip(cached, hits) if hit}
+            for k, key in zip(live, keys):
+                if k not in done:
+                    pending.setdefault((gid, key if key is not None else _Uncached(k)), []).append(k)
+        groups = list(pending.values())
+        for group in self._compute(matchers, groups, debug_print) if groups else ():
+            cache = matchers[group[0][0]]._compiled.mask_cache()
+            fresh: dict[Any, np.ndarray] = {}
+            for k, row, key in group:
+                host[rows[k]] = row
+                if key is not None:
+                    fresh.setdefault(key, row)
+            if fresh:
+                cache.put_many(list(fresh), list(fresh.values()))
+
+    def _compute(self, matchers: Sequence[GrammarMatcher], groups: list[list[int]],
+                 debug_print: bool) -> list[list[tuple[int, np.ndarray, Any]]]:
+        """(position, row, exact key) for every position of each group, the group's configuration
+        computed once (groups on worker threads when there are several: the token walks are numba
+        kernels that release the GIL)."""
+        pool = self._executor() if len(groups) > 1 else None
+        got = [_compute_group(matchers, g) for g in groups] if pool is None else list(
+            pool.map(lambda g: _compute_group(matchers, g), groups))
+        if debug_print:
+            print(f"pda batch: {len(matchers)} matchers, {len(groups)} masks computed")
+        return got
+
+    @staticmethod
+    def _set_stops(matchers: Sequence[GrammarMatcher], finished: list[bool], out: Any, rows: list[int]) -> None:
+        """Set the stop tokens of the matchers whose text is complete (one scatter on a device)."""
+        cells: list[np.ndarray] = []
         for k, m in enumerate(matchers):
-            if not m._finished() and m._cfg.accepting:
-                for t in m._stops.tolist():
-                    bit = t & 31
-                    bitmask[rows[k], t >> 5] |= (1 << bit) - (1 << 32) if bit == 31 else 1 << bit
+            if not finished[k] and m._cfg.accepting and m._stops.shape[0]:
+                if isinstance(out, np.ndarray):
+                    m._add_stops(m._cfg, out[rows[k]])
+                else:
+                    cells.append(rows[k] * out.shape[1] + (m._stops.astype(np.int64) >> 5))
+                    cells.append(m._stops.astype(np.int64) & 31)
+        if not cells:
+            return
+        flat = np.concatenate(cells[0::2])
+        bits = np.left_shift(np.int64(1), np.concatenate(cells[1::2]))
+        where, inverse = np.unique(flat, return_inverse=True)
+        words = np.zeros(where.shape[0], dtype=np.int64)
+        np.bitwise_or.at(words, inverse, bits)
+        torch = _torch()
+        r = torch.from_numpy(where // out.shape[1]).to(out.device)
+        c = torch.from_numpy(where % out.shape[1]).to(out.device)
+        out[r, c] |= torch.from_numpy(words.astype(np.uint32).view(np.int32)).to(out.device)
 
     @staticmethod
     def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int],
@@ -193,6 +183,55 @@ class BatchGrammarMatcher:
         if debug_print:
             print(f"pda batch: accepted {sum(out)} of {len(out)} strings")
         return out
+
+
+class _GrammarRows:
+    """The rows of one compiled grammar's live matchers in a batch fill.
+
+    Made: their lookup keys, and the hits' slots in the grammar's mask cache on ``device`` (pinned
+    until ``pins`` closes); ``pending`` groups the misses by key (each computed once, by the
+    caller, into ``computed`` in the same order).  ``write`` stores the new rows under the exact
+    keys the computations gave (one transfer to the device) and gathers every cached row into
+    ``out`` with one index operation; rows without a key are copied one by one."""
+
+    def __init__(self, matchers: Sequence[GrammarMatcher], live: list[int], device: str, pins: ExitStack) -> None:
+        self.live = live
+        self.cache = matchers[live[0]]._compiled.mask_cache(device)
+        self.batch = pins.enter_context(self.cache.pinned())
+        keys = [matchers[k]._lookup_key(matchers[k]._cfg) for k in live]
+        cached = [(k, key) for k, key in zip(live, keys) if key is not None]
+        self.slot: dict[int, int] = {}
+        for (k, _), slot in zip(cached, self.batch.get_many([key for _, key in cached])):
+            if slot is not None:
+                self.slot[k] = slot
+        self.pending: dict[Any, list[int]] = {}  # lookup key (or _Uncached) -> batch positions
+        for k, key in zip(live, keys):
+            if k not in self.slot:
+                self.pending.setdefault(key if key is not None else _Uncached(k), []).append(k)
+        self.computed: list[list[tuple[int, np.ndarray, Any]]] = []  # per pending group
+
+    def write(self, out: Any, rows: list[int]) -> None:
+        fresh: dict[Any, np.ndarray] = {}  # exact key -> row
+        keyed: list[tuple[int, Any]] = []
+        direct: list[tuple[int, np.ndarray]] = []
+        for k, row, key in (entry for group in self.computed for entry in group):
+            if key is None:
+                direct.append((k, row))
+            else:
+                fresh.setdefault(key, row)
+                keyed.append((k, key))
+        if fresh:  # one transfer of the batch's new rows to the pool's device
+            slot_of = dict(zip(fresh, self.batch.put_many(list(fresh), list(fresh.values()))))
+            for k, key in keyed:
+                self.slot[k] = slot_of[key]
+        order = [k for k in self.live if k in self.slot]
+        if order:
+            self.cache.gather([self.slot[k] for k in order], out, rows=[rows[k] for k in order])
+        for k, row in direct:
+            if isinstance(out, np.ndarray):
+                out[rows[k]] = row
+            else:
+                out[rows[k]].copy_(_torch().from_numpy(row))
 
 
 def _target(bitmask: Any, words: int, rows: list[int]) -> tuple[np.ndarray | None, str | None]:
@@ -219,3 +258,31 @@ def _target(bitmask: Any, words: int, rows: list[int]) -> tuple[np.ndarray | Non
     if bad:
         raise BitmaskError(f"bitmask row index {bad[0]} is out of range for {shape[0]} rows")
     return host, device
+
+
+def _compute_group(matchers: Sequence[GrammarMatcher], positions: list[int]) -> list[tuple[int, np.ndarray, Any]]:
+    """Compute the first matcher's mask; the others of the group (same lookup key) share it when
+    their exact key -- with the signature depths the computation may just have deepened -- is the
+    same, and are computed on their own otherwise."""
+    first = matchers[positions[0]]
+    row, key = first._compute_entry(first._cfg)
+    out = [(positions[0], row, key)]
+    depth = first._compiled.signature_depth
+    for k in positions[1:]:
+        m = matchers[k]
+        mine = m._key(m._cfg, {s: depth.get(s, 0) for s, _ in m._cfg.tops}) if key is not None else None
+        out.append((k, row, key) if mine is not None and mine == key else (k, *m._compute_entry(m._cfg)))
+    return out
+
+
+def _torch() -> Any:
+    import torch  # lazy: numpy bitmasks need no torch
+
+    return torch
+
+
+def _index(rows: list[int], out: Any) -> Any:
+    """``rows`` as an index of ``out`` (a numpy array, or a tensor on its device)."""
+    if isinstance(out, np.ndarray):
+        return np.asarray(rows, dtype=np.int64)
+    return _torch().tensor(rows, dtype=_torch().long, device=out.device)

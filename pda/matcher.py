@@ -253,6 +253,15 @@ class GrammarMatcher:
     def _compute_row(self, cfg: Config, cache: Any) -> np.ndarray:
         """Build the mask of ``cfg`` (without stop tokens) and store it in ``cache`` (unless None)
         when an exact key exists for it.  Reads the state only; safe to run on a worker thread."""
+        row, key = self._compute_entry(cfg)
+        if key is not None and cache is not None:
+            cache.put(key, row)
+        return row
+
+    def _compute_entry(self, cfg: Config) -> tuple[np.ndarray, MaskKey | None]:
+        """The mask of ``cfg`` (without stop tokens) and the exact key to cache it under (None: not
+        cacheable).  The key's signatures are as deep as the checks read, which may be deeper than
+        the key :meth:`_lookup_key` gave before the computation: store under this one."""
         comp = self._compiled
         classes = comp.classes
         row = np.zeros(comp.words, dtype=np.int32)
@@ -275,9 +284,7 @@ class GrammarMatcher:
                         depth[s] = read  # a race may lose this update: then keys only miss more
         key = self._key(cfg, depths) if cacheable else None
         self._keys[cfg] = key
-        if key is not None and cache is not None:
-            cache.put(key, row)
-        return row
+        return row, key
 
     def _workspace(self) -> Workspace:
         if self._ws is None:

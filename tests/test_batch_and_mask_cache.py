@@ -205,3 +205,30 @@ def test_cached_masks_follow_the_stack_below_a_called_rule(tok: TokenizerInfo, d
         row = m.next_token_mask()
         allowed = {t for i, t in vocab.items() if row[i >> 5] >> (i & 31) & 1}
         assert yes in allowed and no not in allowed, (prefix, allowed)
+
+
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+])
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_batch_matchers_with_one_lookup_key_but_other_stacks_get_their_own_masks(
+        tok: TokenizerInfo, deepseek_tokenizer: Any, order: tuple[int, int], device: str) -> None:
+    """On a first visit both matchers' lookup keys are the bare top state (no frame read yet); the
+    computation reads the frame below, so the second matcher must not take the first one's row."""
+    prefixes = (' [["ab', ' [{"k": "ab')
+    want = []
+    for p in prefixes:
+        m = GrammarMatcher(GrammarCompiler(tok, cache=False).compile_builtin_json())
+        assert m.accept_string(p)
+        want.append(m.next_token_mask())
+    assert not np.array_equal(want[0], want[1])
+    compiled = GrammarCompiler(tok, cache=False).compile_builtin_json()
+    matchers = [GrammarMatcher(compiled) for _ in prefixes]
+    for m, p in zip(matchers, prefixes):
+        assert m.accept_string(p)
+    assert matchers[0]._lookup_key(matchers[0]._cfg) == matchers[1]._lookup_key(matchers[1]._cfg)
+    target = torch.zeros((2, compiled.words), dtype=torch.int32, device=device)
+    BatchGrammarMatcher(2).batch_fill_next_token_bitmask([matchers[i] for i in order], target, list(order))
+    got = target.cpu().numpy()
+    for i in range(2):
+        assert np.array_equal(got[i], want[i]), prefixes[i]

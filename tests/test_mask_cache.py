@@ -225,6 +225,25 @@ def test_gather_into_torch_and_numpy(device):
     c.gather([], out)  # an empty batch writes nothing
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_get_many_into_copies_hits_and_counts(device):
+    words = 64
+    c = MaskCache(words, device=device, initial_rows=2)
+    keys = [("k", i) for i in range(6)]
+    c.put_many(keys[:4], [row_of(k, words) for k in keys[:4]])
+    out = np.zeros((8, words), dtype=np.int32)
+    asked = [keys[3], keys[5], keys[0], keys[4]]
+    dst = [6, 1, 2, 0]
+    assert c.get_many_into(asked, out, dst) == [True, False, True, False]
+    np.testing.assert_array_equal(out[6], row_of(keys[3], words))
+    np.testing.assert_array_equal(out[2], row_of(keys[0], words))
+    assert not out[[0, 1, 3, 4, 5, 7]].any()  # misses and unasked rows untouched
+    st = c.stats()
+    assert (st["hits"], st["misses"]) == (2, 2)
+    with pytest.raises(BitmaskError, match="2 keys but 1 rows"):
+        c.get_many_into(keys[:2], out, [0])
+
+
 def test_gather_refuses_bad_arguments():
     c = small(rows=4)
     s = c.put("a", row_of("a", 8))

@@ -6,7 +6,8 @@ removed, added, then moved or swapped), and before each sampling step it
 
 1. feeds each matcher the tokens its request sampled since the last step (read from the request's
    output token list, which vLLM shares with logits processors by reference);
-2. fills the bitmask rows of all constrained requests (:meth:`PdaLogitsProcessor._fill_rows`);
+2. fills the bitmask rows of all constrained requests in one batched fill
+   (:meth:`PdaLogitsProcessor._fill_rows`, :class:`pda.BatchGrammarMatcher`);
 3. masks the logits of those rows in one :func:`~pda.apply_token_bitmask_inplace` call (on the
    rows up to the last constrained one; free requests among them get an all-allowed row).
 
@@ -39,6 +40,7 @@ from pda.integrations.vllm_constraint import Constraint
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
+    from pda.batch import BatchGrammarMatcher
     from pda.compiler import GrammarCompiler
     from pda.matcher import GrammarMatcher
 
@@ -113,6 +115,7 @@ class PdaLogitsProcessor(LogitsProcessor):
         self._compiler_: GrammarCompiler | None = None
         self._bitmask: torch.Tensor | None = None
         self._device_bitmask: torch.Tensor | None = None
+        self._batch: BatchGrammarMatcher | None = None
 
     def is_argmax_invariant(self) -> bool:
         """Masks change the argmax: greedy requests are constrained too."""
@@ -221,12 +224,14 @@ class PdaLogitsProcessor(LogitsProcessor):
         apply_token_bitmask_inplace(logits[:k], part, vocab_size=min(logits.shape[-1], self._vocab_size))
         return logits
 
-    @staticmethod
-    def _fill_rows(matchers: list[Any], bitmask: torch.Tensor, indices: list[int]) -> None:
-        """Write each matcher's allowed tokens into its row of ``bitmask`` (the one place to switch
-        to a batched fill: ``pda.BatchGrammarMatcher.batch_fill_next_token_bitmask``)."""
-        for matcher, index in zip(matchers, indices):
-            matcher.fill_next_token_bitmask(bitmask, index)
+    def _fill_rows(self, matchers: list[Any], bitmask: torch.Tensor, indices: list[int]) -> None:
+        """Write each matcher's allowed tokens into its row of ``bitmask`` in one batched fill
+        (:class:`pda.BatchGrammarMatcher`: the rows' cache misses are computed on worker threads)."""
+        if self._batch is None:
+            from pda.batch import BatchGrammarMatcher
+
+            self._batch = BatchGrammarMatcher()
+        self._batch.batch_fill_next_token_bitmask(matchers, bitmask, indices)
 
     def _host_bitmask(self) -> torch.Tensor:
         """The CPU bitmask, one row per batch slot (pinned when vLLM pins its host buffers)."""

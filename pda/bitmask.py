@@ -14,11 +14,17 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
+import numpy as np
+
 from pda.errors import BitmaskError
-from pda.kernels import WORD_BITS
 
 if TYPE_CHECKING:
     import torch
+
+WORD_BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
+"""The int32 value of each bit of a bitmask word: ``1 << i``, bit 31 being the sign bit (-2**31).
+(Here, not in :mod:`pda.kernels`: importing this module must not load numba, see
+:mod:`pda.integrations.vllm_processor`.)"""
 
 __all__ = [
     "BITMASK_DTYPE",  # noqa: F822 - resolved on first access (module __getattr__)

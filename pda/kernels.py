@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .bitmask import WORD_BITS
+
 __all__ = ["run_simple", "run_simple_reference", "RUN_FAILED", "RUN_NEEDS_STACK", "RUN_END_OF_INPUT", "set_bits",
            "token_bytesets", "WORD_BITS"]
 
@@ -49,10 +51,6 @@ def run_simple_reference(trans, byte_class, simple, state, data, pos, end):  # t
             return pos, t, RUN_NEEDS_STACK
         s = t
     return pos, s, RUN_END_OF_INPUT
-
-
-WORD_BITS = (np.uint32(1) << np.arange(32, dtype=np.uint32)).view(np.int32)
-"""The int32 value of each bit of a bitmask word: ``1 << i``, bit 31 being the sign bit (-2**31)."""
 
 
 @njit(cache=True, nogil=True)

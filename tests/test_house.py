@@ -62,7 +62,8 @@ def test_dialects_by_suffix() -> None:
 
 
 def test_word_bits_sign_bit() -> None:
-    from pda.kernels import WORD_BITS, set_bits
+    from pda.bitmask import WORD_BITS
+    from pda.kernels import set_bits
 
     assert WORD_BITS.dtype == np.int32 and WORD_BITS[31] == -2 ** 31 and WORD_BITS[0] == 1
     for fn in (set_bits, set_bits.py_func):

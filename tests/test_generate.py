@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 import pda  # noqa: E402
 from pda import Grammar, grammars  # noqa: E402
 from pda.generation import STATS_KEYS, tokenizer_info  # noqa: E402
-from pda.models import Biased, closing_bias, early_exit_draft, random_llama  # noqa: E402
+from pda.models import Biased, ReplayModel, closing_bias, early_exit_draft, random_llama  # noqa: E402
 from pda.sampling import Sampler, speculative_accept  # noqa: E402
 
 VOCAB = 129280
@@ -179,6 +179,24 @@ def test_without_jump_forward_a_token_the_mask_forces_still_costs_a_pass(tok: An
     assert jf.complete and jf.stats["forward_passes"] == 1 and jf.stats["stopped_by"] == "end_of_grammar"
     cut = pda.generate(model, tok, g, "x", seed=0, jump_forward=False, max_new_tokens=1)
     assert not cut.complete and cut.stats["forward_passes"] == cut.stats["tokens"] == 1
+
+
+def test_replay_model_writes_its_document_and_jump_forward_skips_the_forced_part(tok: Any, info: Any) -> None:
+    """The replay model (a trained model's stand-in for one document) makes greedy decoding write
+    the document in the tokenizer's own tokens: one pass per token and one for the stop token
+    without jump-forward, fewer with it (keys, quotes, the '-' of the date are forced), same text."""
+    doc = '{"name":"Ann","age":42,"day":"2024-02-29","tags":["red","blue"],"ok":true}'
+    prompt = tok.encode("x", add_special_tokens=True)
+    canonical = tok.encode(doc, add_special_tokens=False)
+    model = ReplayModel(info.token_bytes, doc, prompt, canonical, tok.eos_token_id, info.special_token_ids)
+    plain = pda.generate(model, tok, SCHEMA, prompt, greedy=True, jump_forward=False)
+    assert plain.text == doc and plain.token_ids == canonical and plain.stats["stopped_by"] == "stop_token"
+    assert plain.stats["forward_passes"] == len(canonical) + 1
+    jf = pda.generate(model, tok, SCHEMA, prompt, greedy=True)
+    assert jf.text == doc and jf.complete
+    assert jf.stats["forward_passes"] < 0.6 * plain.stats["forward_passes"]
+    with pytest.raises(pda.PdaError):
+        ReplayModel(info.token_bytes, doc + " ", prompt, canonical, tok.eos_token_id)
 
 
 def test_max_new_tokens_gives_an_incomplete_prefix(tok: Any, model: Any) -> None:

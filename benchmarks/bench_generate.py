@@ -2,23 +2,35 @@
 and the guarantee (every complete output accepted; schema outputs valid under ``jsonschema``).
 
     python benchmarks/bench_generate.py [PATH] [--per-family N] [--seeds N] [--hidden H] [--layers L]
-                                        [--modes plain,jf,spec,jf+spec] [--out DIR] [--jobs N --job I]
+                                        [--modes plain,jf,spec,jf+spec] [--device cuda] [--dtype bfloat16]
+                                        [--families A,B] [--replay D] [--out DIR] [--jobs N --job I]
 
 PATH defaults to ``../shared/corpora``; ``PATH/jsonschemabench/*.jsonl`` is read: the first
-``--per-family`` schemas of each file (a family: BFCL, Github_easy, ..., WashingtonPost) that pda
-compiles.  EBNF workloads: every bundled grammar.  The model is a random Llama over DeepSeek's
-129,280-token tokenizer (default hidden 384, 4 layers, head dim 64: about 60M parameters, where the
-forward pass dominates a step), with a fixed logit bias toward tokens that close values
-(:func:`pda.models.closing_bias`) so that outputs end as a trained model's would; the draft is its
-first layer (early exit).  Modes: ``plain`` (every token sampled, one pass each), ``jf``
-(jump-forward), ``spec`` (speculation, k=4), ``jf+spec``.  Sampling at temperature 1, seeded.
+``--per-family`` schemas of each file (a family: BFCL, Github_easy, ..., WashingtonPost; or only
+``--families``) that pda compiles.  EBNF workloads: every bundled grammar.  The model is a random
+Llama over DeepSeek's 129,280-token tokenizer (default hidden 384, 4 layers, head dim 64: about 60M
+parameters, where the forward pass dominates a step; ``--hidden``/``--layers`` set the size,
+``--device``/``--dtype`` where it runs), with a fixed logit bias toward tokens that close values
+(:func:`pda.models.closing_bias`) so that outputs end; the draft is its first layer (early exit).
+Modes: ``plain`` (``jump_forward=False``: a standard constrained decoder, one target pass per output
+token, forced or not, and one for the stop token), ``jf`` (jump-forward), ``spec`` (speculation,
+k=4), ``jf+spec``.  Sampling at temperature 1, seeded.
+
+The random model's string values run far longer than a trained model's (its closing bias also
+favours punctuation *inside* strings), and a string's contents are never forced, so it understates
+what jump-forward saves on real output.  ``--replay D`` measures that instead: for each schema, up
+to ``D`` of its test documents marked valid (written by Llama 70B, or the benchmark's ground truth)
+that the grammar accepts are written by :class:`pda.models.ReplayModel`, greedily, in each mode;
+the table then gives the passes each decoder spends on exactly those documents.
 
 Each output is checked: a complete output must be accepted by its grammar, and a schema output must
-validate under ``jsonschema`` with format checking.  Writes ``generate.jsonl`` (every run, appended as each workload ends) and
-``generate.png`` (needs matplotlib, the ``bench`` extra) under ``--out`` (default
-``benchmarks/results``) and prints a table per family: forward passes per output token, the
-passes jump-forward saves, tokens/s.  ``--jobs N --job I`` runs every N-th schema (for parallel
-processes); ``--merge`` prints the table of several ``generate*.jsonl`` files.
+validate under ``jsonschema`` with format checking.  Writes ``generate.jsonl`` (every run, appended
+as each workload ends) and ``generate.png`` (needs matplotlib, the ``bench`` extra) under ``--out``
+(default ``benchmarks/results``) and prints a table per family: forward passes per output token,
+tokens/s, mean tokens per string value, the share of complete outputs, the passes each mode saves
+against ``plain``, the passes jump-forward saves on its own outputs, and the wall-clock ratio.
+``--jobs N --job I`` runs every N-th schema (for parallel processes); ``--merge`` prints the table
+of several ``generate*.jsonl`` files.  ``--threads`` (default 1) sets torch's CPU threads.
 """
 
 from __future__ import annotations
@@ -160,7 +172,10 @@ def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
         grammar = compiled.grammar
         cases: list[tuple[int, Any, Any, str | None]] = []  # (seed or document, target, draft, document)
         if args.replay:
-            docs = [d for d in docs if grammar.accepts(d)][: args.replay]  # (not in the grammar's property order)
+            offered = docs[: args.replay * 4]
+            docs = [d for d in offered if grammar.accepts(d)][: args.replay]
+            if len(docs) < min(args.replay, len(offered)):  # e.g. properties not in the schema's order
+                rows.append({"family": family, "id": wid, "documents_refused": len(offered) - len(docs)})
             for i, doc in enumerate(docs):
                 replay = ReplayModel(info.token_bytes, doc, prompt, tok.encode(doc, add_special_tokens=False),
                                      tok.eos_token_id, info.special_token_ids)
@@ -213,7 +228,9 @@ def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
     replays = [r for r in runs if "reproduced" in r]
     if replays:
         off = [r for r in replays if not r["reproduced"]]
-        print(f"replayed documents: {len(replays)} runs, {len(replays) - len(off)} wrote their document exactly"
+        refused = sum(r.get("documents_refused", 0) for r in rows)
+        print(f"replayed documents: {len(replays)} runs, {len(replays) - len(off)} wrote their document exactly; "
+              f"{refused} valid test documents the grammar refuses (not replayed)"
               + "".join(f"\n  not reproduced: {r['family']} {r['id']} document {r['seed']} {r['mode']} "
                         f"({r['stopped_by']})" for r in off[:10]))
     for r in (rejected + invalid)[:10]:
@@ -224,8 +241,8 @@ def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
     modes = [m for m in MODES if any(k[1] == m for k in table)]
     fams = sorted({k[0] for k in table})
     summary: dict[str, dict[str, dict[str, float]]] = {}
-    head = f"{'family':<26}{'n':>5}" + "".join(f"{m + ' pass/tok':>16}{m + ' tok/s':>12}{m + ' str':>10}{m + ' done':>10}"
-                                                for m in modes)
+    head = f"{'family':<26}{'n':>5}" + "".join(
+        f"{m + ' pass/tok':>16}{m + ' tok/s':>12}{m + ' str':>10}{m + ' str%':>10}{m + ' done':>10}" for m in modes)
     gains = [m for m in ("jf", "spec", "jf+spec") if m in modes and "plain" in modes]
     head += "".join(f"{m + ' saves':>15}" for m in gains)
     if "jf" in modes:
@@ -247,12 +264,14 @@ def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
             stats[m] = {"pass_per_token": passes / max(1, tokens), "tokens_per_s": tokens / max(1e-9, wall),
                         "s_per_token": wall / max(1, tokens),
                         "string_value_tokens": sum(r.get("string_value_tokens", 0) for r in rs) / max(1, values),
+                        "string_share": sum(r.get("string_value_tokens", 0) for r in rs) / max(1, tokens),
                         "complete": sum(r["complete"] for r in rs) / max(1, len(rs)),
                         # the passes a token-by-token decoder needs for this same output: one per token
                         # and one for the stop token of a complete output
                         "own_saving": 1 - passes / max(1, tokens + sum(r["complete"] for r in rs))}
             line += (f"{stats[m]['pass_per_token']:>16.3f}{stats[m]['tokens_per_s']:>12.1f}"
-                     f"{stats[m]['string_value_tokens'] if values else float('nan'):>10.1f}{stats[m]['complete']:>10.0%}")
+                     f"{stats[m]['string_value_tokens'] if values else float('nan'):>10.1f}"
+                     f"{stats[m]['string_share']:>10.0%}{stats[m]['complete']:>10.0%}")
         line = f"{fam:<26}{n:>5}" + line
         if not stats or not stats.get("plain", {}).get("pass_per_token") or not all(
                 v["s_per_token"] for v in stats.values()):
@@ -265,6 +284,7 @@ def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
         summary[fam] = stats
         print(line)
     print("pass/tok: target forward passes per output token; str: mean tokens per string value (contents); "
+          "str%: share of output tokens that carry string values' contents; "
           "done: complete outputs; 'X saves': 1 - X's passes per token / plain's (separately sampled outputs); "
           "'jf saves own': 1 - jf's passes / (tokens + stop token) of jf's own outputs, the passes a "
           "token-by-token decoder needs for the same text; 'X wall': plain's seconds per token / X's")

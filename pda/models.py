@@ -62,8 +62,9 @@ class Biased:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         out = self.model(*args, **kwargs)
-        n = self.bias.shape[0]
-        out.logits[..., :n] += self.bias.to(out.logits.device, out.logits.dtype)
+        if self.bias.device != out.logits.device or self.bias.dtype != out.logits.dtype:
+            self.bias = self.bias.to(out.logits.device, out.logits.dtype)  # once, not at every call
+        out.logits[..., : self.bias.shape[0]] += self.bias
         return out
 
 

@@ -3,11 +3,11 @@ and the guarantee (every complete output accepted; schema outputs valid under ``
 
     python benchmarks/bench_generate.py [PATH] [--per-family N] [--seeds N] [--hidden H] [--layers L]
                                         [--modes plain,jf,spec,jf+spec] [--device cuda] [--dtype bfloat16]
-                                        [--families A,B] [--replay D] [--out DIR] [--jobs N --job I]
+                                        [--families A,B] [--offset N] [--replay D] [--out DIR] [--jobs N --job I]
 
-PATH defaults to ``../shared/corpora``; ``PATH/jsonschemabench/*.jsonl`` is read: the first
-``--per-family`` schemas of each file (a family: BFCL, Github_easy, ..., WashingtonPost; or only
-``--families``) that pda compiles.  EBNF workloads: every bundled grammar.  The model is a random
+PATH defaults to ``../shared/corpora``; ``PATH/jsonschemabench/*.jsonl`` is read: ``--per-family``
+schemas of each file after its first ``--offset`` (a family: BFCL, Github_easy, ..., WashingtonPost;
+or only ``--families``) that pda compiles.  EBNF workloads: every bundled grammar.  The model is a random
 Llama over DeepSeek's 129,280-token tokenizer (default hidden 384, 4 layers, head dim 64: about 60M
 parameters, where the forward pass dominates a step; ``--hidden``/``--layers`` set the size,
 ``--device``/``--dtype`` where it runs), with a fixed logit bias toward tokens that close values
@@ -53,10 +53,10 @@ from pda.models import Biased, ReplayModel, closing_bias, deepseek_tokenizer, ea
 MODES = {"plain": (False, False), "jf": (True, False), "spec": (False, True), "jf+spec": (True, True)}
 
 
-def schema_workloads(root: Path, per_family: int, jobs: int, job: int,
-                     families: frozenset[str] = frozenset()) -> list[tuple[str, str, Any, list[Any]]]:
-    """(family, id, schema, valid documents) for the first ``per_family`` schemas of each
-    jsonschemabench file; the documents are the row's tests marked valid, as compact JSON."""
+def schema_workloads(root: Path, per_family: int, jobs: int, job: int, families: frozenset[str] = frozenset(),
+                     offset: int = 0) -> list[tuple[str, str, Any, list[Any]]]:
+    """(family, id, schema, valid documents) for ``per_family`` schemas of each jsonschemabench
+    file, from its ``offset``-th on; the documents are the row's tests marked valid, as compact JSON."""
     out = []
     files = sorted((root / "jsonschemabench").glob("*.jsonl"))
     if families:
@@ -66,7 +66,9 @@ def schema_workloads(root: Path, per_family: int, jobs: int, job: int,
     for f in files:
         with f.open(encoding="utf-8") as fh:
             for i, line in enumerate(fh):
-                if i >= per_family:
+                if i < offset:
+                    continue
+                if i >= offset + per_family:
                     break
                 row = json.loads(line)
                 docs = [json.dumps(t["data"], separators=(",", ":"), ensure_ascii=False)
@@ -145,7 +147,8 @@ def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     work: list[tuple[str, str, Any, list[Any]]] = []
     if not args.no_schemas:
         work += [("schema:" + fam, sid, s, docs) for fam, sid, s, docs in schema_workloads(
-            Path(args.path), args.per_family, args.jobs, args.job, frozenset(filter(None, args.families.split(","))))]
+            Path(args.path), args.per_family, args.jobs, args.job, frozenset(filter(None, args.families.split(","))),
+            args.offset)]
     if not args.no_ebnf and args.job == 0 and not args.replay:
         work += [("ebnf:" + p.stem, p.name, Grammar.from_file(p), []) for p in grammars.files()]
     modes = args.modes.split(",")
@@ -329,6 +332,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads (default 1: on a loaded machine more threads make every 129k-wide "
                          "operation wait for the scheduler, 10x slower); 0 leaves torch's default")
+    ap.add_argument("--offset", type=int, default=0, help="skip the first N schemas of each family")
     ap.add_argument("--families", default="", help="comma-separated jsonschemabench families (default: all)")
     ap.add_argument("--replay", type=int, default=0, metavar="D",
                     help="instead of the random model, replay up to D valid documents of each schema's tests "

@@ -2,23 +2,35 @@
 and the guarantee (every complete output accepted; schema outputs valid under ``jsonschema``).
 
     python benchmarks/bench_generate.py [PATH] [--per-family N] [--seeds N] [--hidden H] [--layers L]
-                                        [--modes plain,jf,spec,jf+spec] [--out DIR] [--jobs N --job I]
+                                        [--modes plain,jf,spec,jf+spec] [--device cuda] [--dtype bfloat16]
+                                        [--families A,B] [--offset N] [--replay D] [--out DIR] [--jobs N --job I]
 
-PATH defaults to ``../shared/corpora``; ``PATH/jsonschemabench/*.jsonl`` is read: the first
-``--per-family`` schemas of each file (a family: BFCL, Github_easy, ..., WashingtonPost) that pda
-compiles.  EBNF workloads: every bundled grammar.  The model is a random Llama over DeepSeek's
-129,280-token tokenizer (default hidden 384, 4 layers, head dim 64: about 60M parameters, where the
-forward pass dominates a step), with a fixed logit bias toward tokens that close values
-(:func:`pda.models.closing_bias`) so that outputs end as a trained model's would; the draft is its
-first layer (early exit).  Modes: ``plain`` (every token sampled, one pass each), ``jf``
-(jump-forward), ``spec`` (speculation, k=4), ``jf+spec``.  Sampling at temperature 1, seeded.
+PATH defaults to ``../shared/corpora``; ``PATH/jsonschemabench/*.jsonl`` is read: ``--per-family``
+schemas of each file after its first ``--offset`` (a family: BFCL, Github_easy, ..., WashingtonPost;
+or only ``--families``) that pda compiles.  EBNF workloads: every bundled grammar.  The model is a random
+Llama over DeepSeek's 129,280-token tokenizer (default hidden 384, 4 layers, head dim 64: about 60M
+parameters, where the forward pass dominates a step; ``--hidden``/``--layers`` set the size,
+``--device``/``--dtype`` where it runs), with a fixed logit bias toward tokens that close values
+(:func:`pda.models.closing_bias`) so that outputs end; the draft is its first layer (early exit).
+Modes: ``plain`` (``jump_forward=False``: a standard constrained decoder, one target pass per output
+token, forced or not, and one for the stop token), ``jf`` (jump-forward), ``spec`` (speculation,
+k=4), ``jf+spec``.  Sampling at temperature 1, seeded.
+
+The random model's string values run far longer than a trained model's (its closing bias also
+favours punctuation *inside* strings), and a string's contents are never forced, so it understates
+what jump-forward saves on real output.  ``--replay D`` measures that instead: for each schema, up
+to ``D`` of its test documents marked valid (written by Llama 70B, or the benchmark's ground truth)
+that the grammar accepts are written by :class:`pda.models.ReplayModel`, greedily, in each mode;
+the table then gives the passes each decoder spends on exactly those documents.
 
 Each output is checked: a complete output must be accepted by its grammar, and a schema output must
-validate under ``jsonschema`` with format checking.  Writes ``generate.jsonl`` (every run, appended as each workload ends) and
-``generate.png`` (needs matplotlib, the ``bench`` extra) under ``--out`` (default
-``benchmarks/results``) and prints a table per family: forward passes per output token, the
-passes jump-forward saves, tokens/s.  ``--jobs N --job I`` runs every N-th schema (for parallel
-processes); ``--merge`` prints the table of several ``generate*.jsonl`` files.
+validate under ``jsonschema`` with format checking.  Writes ``generate.jsonl`` (every run, appended
+as each workload ends) and ``generate.png`` (needs matplotlib, the ``bench`` extra) under ``--out``
+(default ``benchmarks/results``) and prints a table per family: forward passes per output token,
+tokens/s, mean tokens per string value, the share of complete outputs, the passes each mode saves
+against ``plain``, the passes jump-forward saves on its own outputs, and the wall-clock ratio.
+``--jobs N --job I`` runs every N-th schema (for parallel processes); ``--merge`` prints the table
+of several ``generate*.jsonl`` files.  ``--threads`` (default 1) sets torch's CPU threads.
 """
 
 from __future__ import annotations
@@ -36,25 +48,76 @@ import pda
 from pda import Grammar, grammars
 from pda.errors import PdaError
 from pda.generation import tokenizer_info
-from pda.models import Biased, closing_bias, deepseek_tokenizer, early_exit_draft, random_llama
+from pda.models import Biased, ReplayModel, closing_bias, deepseek_tokenizer, early_exit_draft, random_llama
 
 MODES = {"plain": (False, False), "jf": (True, False), "spec": (False, True), "jf+spec": (True, True)}
 
 
-def schema_workloads(root: Path, per_family: int, jobs: int, job: int) -> list[tuple[str, str, Any]]:
-    """(family, id, schema) for the first ``per_family`` schemas of each jsonschemabench file."""
+def schema_workloads(root: Path, per_family: int, jobs: int, job: int, families: frozenset[str] = frozenset(),
+                     offset: int = 0) -> list[tuple[str, str, Any, list[Any]]]:
+    """(family, id, schema, valid documents) for ``per_family`` schemas of each jsonschemabench
+    file, from its ``offset``-th on; the documents are the row's tests marked valid, as compact JSON."""
     out = []
     files = sorted((root / "jsonschemabench").glob("*.jsonl"))
+    if families:
+        files = [f for f in files if f.stem in families]
     if not files:
         raise SystemExit(f"no {root / 'jsonschemabench'}/*.jsonl: give the corpora folder as PATH")
     for f in files:
         with f.open(encoding="utf-8") as fh:
             for i, line in enumerate(fh):
-                if i >= per_family:
+                if i < offset:
+                    continue
+                if i >= offset + per_family:
                     break
                 row = json.loads(line)
-                out.append((f.stem, row.get("id", f"{f.stem}/{i}"), row["schema"]))
+                docs = [json.dumps(t["data"], separators=(",", ":"), ensure_ascii=False)
+                        for t in row.get("tests", ()) if t.get("valid")]
+                out.append((f.stem, row.get("id", f"{f.stem}/{i}"), row["schema"], docs))
     return out[job::jobs]
+
+
+def string_value_spans(data: bytes) -> list[tuple[int, int]]:
+    """The byte spans of the contents of the string *values* (not keys) of JSON text ``data``
+    (closed strings only, so a prefix cut at ``max_new_tokens`` works too)."""
+    spans: list[tuple[int, int]] = []
+    i, n = 0, len(data)
+    while i < n:
+        if data[i] != 0x22:  # '"'
+            i += 1
+            continue
+        j = i + 1
+        while j < n and data[j] != 0x22:
+            j += 2 if data[j] == 0x5C else 1  # a backslash escapes the next byte
+        if j >= n:
+            break
+        k = j + 1
+        while k < n and data[k] in b" \t\r\n":
+            k += 1
+        if k >= n or data[k] != 0x3A:  # ':' follows a key
+            spans.append((i + 1, j))
+        i = j + 1
+    return spans
+
+
+def string_value_tokens(token_bytes: list[bytes], ids: list[int]) -> tuple[int, int]:
+    """(string values, tokens that carry their contents) in the output ``ids``: a token counts
+    for a value when it holds at least one byte of the value's contents."""
+    starts, pos = [], 0
+    for t in ids:
+        starts.append(pos)
+        pos += len(token_bytes[t])
+    data = b"".join(token_bytes[t] for t in ids)
+    spans = string_value_spans(data)
+    count, t = 0, 0
+    for lo, hi in spans:
+        while t < len(ids) and starts[t] + len(token_bytes[ids[t]]) <= lo:
+            t += 1
+        u = t
+        while u < len(ids) and starts[u] < hi:
+            count += 1
+            u += 1
+    return len(spans), count
 
 
 def _validator(schema: Any) -> Any:
@@ -69,26 +132,29 @@ def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     import torch
 
     torch.manual_seed(0)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     tok = deepseek_tokenizer()
     info, compiler = tokenizer_info(tok, len(tok))
-    target = random_llama(len(tok), hidden=args.hidden, layers=args.layers, seed=0)
-    if args.device != "cpu":
-        target = target.to(args.device)
-    draft = early_exit_draft(target).to(args.device)
+    dtype = getattr(torch, args.dtype)
+    target = random_llama(len(tok), hidden=args.hidden, layers=args.layers, seed=0).to(args.device, dtype)
+    draft = early_exit_draft(target).to(args.device, dtype)
     bias = closing_bias(info.token_bytes)
     target, draft = Biased(target, bias), Biased(draft, bias)
     params = sum(p.numel() for p in target.parameters())
-    print(f"model: {params / 1e6:.1f}M parameters (hidden {args.hidden}, {args.layers} layers) on {args.device}",
-          file=sys.stderr)
-    work: list[tuple[str, str, Any]] = []
+    print(f"model: {params / 1e6:.1f}M parameters (hidden {args.hidden}, {args.layers} layers, {args.dtype}) "
+          f"on {args.device}", file=sys.stderr)
+    work: list[tuple[str, str, Any, list[Any]]] = []
     if not args.no_schemas:
-        work += [("schema:" + fam, sid, s) for fam, sid, s in schema_workloads(Path(args.path), args.per_family,
-                                                                              args.jobs, args.job)]
-    if not args.no_ebnf and args.job == 0:
-        work += [("ebnf:" + p.stem, p.name, Grammar.from_file(p)) for p in grammars.files()]
+        work += [("schema:" + fam, sid, s, docs) for fam, sid, s, docs in schema_workloads(
+            Path(args.path), args.per_family, args.jobs, args.job, frozenset(filter(None, args.families.split(","))),
+            args.offset)]
+    if not args.no_ebnf and args.job == 0 and not args.replay:
+        work += [("ebnf:" + p.stem, p.name, Grammar.from_file(p), []) for p in grammars.files()]
     modes = args.modes.split(",")
+    prompt = list(tok.encode("Output:", add_special_tokens=True))
     rows: list[dict[str, Any]] = []
-    for n, (family, wid, spec) in enumerate(work):
+    for n, (family, wid, spec, docs) in enumerate(work):
         is_schema = family.startswith("schema:")
         try:
             with warnings.catch_warnings():
@@ -107,12 +173,30 @@ def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
                 fh.write(json.dumps(rows[-1]) + "\n")
             continue
         grammar = compiled.grammar
-        for seed in range(args.seeds):
+        cases: list[tuple[int, Any, Any, str | None]] = []  # (seed or document, target, draft, document)
+        if args.replay:
+            offered = docs[: args.replay * 4]
+            docs = [d for d in offered if grammar.accepts(d)][: args.replay]
+            if len(docs) < min(args.replay, len(offered)):  # e.g. properties not in the schema's order
+                rows.append({"family": family, "id": wid, "documents_refused": len(offered) - len(docs)})
+            for i, doc in enumerate(docs):
+                replay = ReplayModel(info.token_bytes, doc, prompt, tok.encode(doc, add_special_tokens=False),
+                                     tok.eos_token_id, info.special_token_ids)
+                cases.append((i, replay, replay, doc))
+        else:
+            cases = [(seed, target, draft, None) for seed in range(args.seeds)]
+        for seed, model, draft_model, doc in cases:
             for mode in modes:
                 jf, sp = MODES[mode]
-                r = pda.generate(target, tok, compiled, "Output:", seed=seed, max_new_tokens=args.max_new_tokens,
-                                 jump_forward=jf, draft_model=draft if sp else None, draft_tokens=4)
+                r = pda.generate(model, tok, compiled, prompt, seed=seed, max_new_tokens=args.max_new_tokens,
+                                 jump_forward=jf, draft_model=draft_model if sp else None, draft_tokens=4,
+                                 greedy=doc is not None)
                 row = {"family": family, "id": wid, "seed": seed, "mode": mode, **r.stats}
+                if doc is not None:
+                    row["reproduced"] = r.text == doc
+                if is_schema:
+                    row["string_values"], row["string_value_tokens"] = string_value_tokens(info.token_bytes,
+                                                                                          r.token_ids)
                 if r.complete:
                     row["accepted"] = grammar.accepts(r.text)
                     if validator is not None:
@@ -144,6 +228,14 @@ def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
           f"{len(errors)} schemas not compiled; runs: {len(runs)}, complete: {len(complete)}; "
           f"complete but rejected by the grammar: {len(rejected)}; schema outputs invalid under jsonschema: "
           f"{len(invalid)}")
+    replays = [r for r in runs if "reproduced" in r]
+    if replays:
+        off = [r for r in replays if not r["reproduced"]]
+        refused = sum(r.get("documents_refused", 0) for r in rows)
+        print(f"replayed documents: {len(replays)} runs, {len(replays) - len(off)} wrote their document exactly; "
+              f"{refused} valid test documents the grammar refuses (not replayed)"
+              + "".join(f"\n  not reproduced: {r['family']} {r['id']} document {r['seed']} {r['mode']} "
+                        f"({r['stopped_by']})" for r in off[:10]))
     for r in (rejected + invalid)[:10]:
         print(f"  {r['family']} {r['id']} seed {r['seed']} {r['mode']}: {r.get('why', 'rejected')}: {r['text'][:200]!r}")
     table: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -152,34 +244,53 @@ def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
     modes = [m for m in MODES if any(k[1] == m for k in table)]
     fams = sorted({k[0] for k in table})
     summary: dict[str, dict[str, dict[str, float]]] = {}
-    head = f"{'family':<26}" + "".join(f"{m + ' pass/tok':>16}{m + ' tok/s':>14}" for m in modes)
-    if "plain" in modes and "jf" in modes:
-        head += f"{'jf saves':>10}"
-    if "plain" in modes and "jf+spec" in modes:
-        head += f"{'jf+spec saves':>15}{'wall gain':>10}"
+    head = f"{'family':<26}{'n':>5}" + "".join(
+        f"{m + ' pass/tok':>16}{m + ' tok/s':>12}{m + ' str':>10}{m + ' str%':>10}{m + ' done':>10}" for m in modes)
+    gains = [m for m in ("jf", "spec", "jf+spec") if m in modes and "plain" in modes]
+    head += "".join(f"{m + ' saves':>15}" for m in gains)
+    if "jf" in modes:
+        head += f"{'jf saves own':>14}"
+    head += "".join(f"{m + ' wall':>13}" for m in gains)
     print(head)
     for fam in fams + ["ALL schema", "ALL ebnf"]:
-        line = f"{fam:<26}"
         stats: dict[str, dict[str, float]] = {}
+        n = 0
+        line = ""
         for m in modes:
             rs = [r for (f, mm), v in table.items() if mm == m and (f == fam or (fam.startswith("ALL ") and f.startswith(
                 fam[4:] + ":"))) for r in v]
+            n = max(n, len(rs))
             tokens = sum(r["tokens"] for r in rs)
             passes = sum(r["forward_passes"] for r in rs)
             wall = sum(r["wall_s"] for r in rs)
+            values = sum(r.get("string_values", 0) for r in rs)
             stats[m] = {"pass_per_token": passes / max(1, tokens), "tokens_per_s": tokens / max(1e-9, wall),
-                        "s_per_token": wall / max(1, tokens)}
-            line += f"{stats[m]['pass_per_token']:>16.3f}{stats[m]['tokens_per_s']:>14.1f}"
-        if not stats or not all(v["pass_per_token"] and v["s_per_token"] for v in stats.values()):
+                        "s_per_token": wall / max(1, tokens),
+                        "string_value_tokens": sum(r.get("string_value_tokens", 0) for r in rs) / max(1, values),
+                        "string_share": sum(r.get("string_value_tokens", 0) for r in rs) / max(1, tokens),
+                        "complete": sum(r["complete"] for r in rs) / max(1, len(rs)),
+                        # the passes a token-by-token decoder needs for this same output: one per token
+                        # and one for the stop token of a complete output
+                        "own_saving": 1 - passes / max(1, tokens + sum(r["complete"] for r in rs))}
+            line += (f"{stats[m]['pass_per_token']:>16.3f}{stats[m]['tokens_per_s']:>12.1f}"
+                     f"{stats[m]['string_value_tokens'] if values else float('nan'):>10.1f}"
+                     f"{stats[m]['string_share']:>10.0%}{stats[m]['complete']:>10.0%}")
+        line = f"{fam:<26}{n:>5}" + line
+        if not stats or not stats.get("plain", {}).get("pass_per_token") or not all(
+                v["s_per_token"] for v in stats.values()):
             print(line)
             continue
-        if "plain" in stats and "jf" in stats:
-            line += f"{1 - stats['jf']['pass_per_token'] / stats['plain']['pass_per_token']:>10.0%}"
-        if "plain" in stats and "jf+spec" in stats:
-            line += (f"{1 - stats['jf+spec']['pass_per_token'] / stats['plain']['pass_per_token']:>15.0%}"
-                     f"{stats['plain']['s_per_token'] / stats['jf+spec']['s_per_token']:>9.2f}x")
+        line += "".join(f"{1 - stats[m]['pass_per_token'] / stats['plain']['pass_per_token']:>15.0%}" for m in gains)
+        if "jf" in stats:
+            line += f"{stats['jf']['own_saving']:>14.0%}"
+        line += "".join(f"{stats['plain']['s_per_token'] / stats[m]['s_per_token']:>12.2f}x" for m in gains)
         summary[fam] = stats
         print(line)
+    print("pass/tok: target forward passes per output token; str: mean tokens per string value (contents); "
+          "str%: share of output tokens that carry string values' contents; "
+          "done: complete outputs; 'X saves': 1 - X's passes per token / plain's (separately sampled outputs); "
+          "'jf saves own': 1 - jf's passes / (tokens + stop token) of jf's own outputs, the passes a "
+          "token-by-token decoder needs for the same text; 'X wall': plain's seconds per token / X's")
     if out_dir is None:
         return
     try:
@@ -216,7 +327,16 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--modes", default="plain,jf,spec,jf+spec")
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", default="cpu", help="torch device of the models: cpu, cuda, cuda:1, ...")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads (default 1: on a loaded machine more threads make every 129k-wide "
+                         "operation wait for the scheduler, 10x slower); 0 leaves torch's default")
+    ap.add_argument("--offset", type=int, default=0, help="skip the first N schemas of each family")
+    ap.add_argument("--families", default="", help="comma-separated jsonschemabench families (default: all)")
+    ap.add_argument("--replay", type=int, default=0, metavar="D",
+                    help="instead of the random model, replay up to D valid documents of each schema's tests "
+                         "(written by Llama 70B or taken from the benchmark's ground truth), greedily")
     ap.add_argument("--no-schemas", action="store_true")
     ap.add_argument("--no-ebnf", action="store_true")
     ap.add_argument("--jobs", type=int, default=1)

@@ -49,7 +49,7 @@ def add_generate_parser(sub: Any) -> None:
     gen.add_argument("--temperature", type=float, default=1.0, metavar="T")
     gen.add_argument("--top-p", type=float, default=1.0, metavar="P")
     gen.add_argument("--greedy", action="store_true", help="argmax of the masked logits instead of sampling")
-    gen.add_argument("--no-jump-forward", action="store_true", help="sample forced text token by token")
+    gen.add_argument("--no-jump-forward", action="store_true", help="decode token by token: one forward pass per output token, forced or not")
     gen.add_argument("--draft-model", metavar="DIR", help="draft model folder for speculative decoding")
     gen.add_argument("--draft-tokens", type=int, default=4, metavar="K", help="draft proposals per round (4)")
     gen.add_argument("--device", default="auto", help="torch device (default: cuda when available, else cpu)")

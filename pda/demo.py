@@ -85,7 +85,7 @@ def run_generation_demo(out: TextIO, *, cache: Path = DEMO_CACHE, seed: int = 0,
             problem = check(result.text) if result.complete else "incomplete (max_new_tokens)"
             ok = ok and (problem is None or not result.complete)
             verdict = "validates" if problem is None else f"DOES NOT VALIDATE: {problem}"
-            plain = s["tokens"] + (s["stopped_by"] == "stop_token")  # one pass per token, and for the stop token
+            plain = s["tokens"] + int(s["complete"])  # one pass per token, and one for the stop token
             per_token = s["forward_passes"] / max(1, s["tokens"])
             spec = (f", draft {s['draft_accepted']}/{s['draft_proposed']} accepted in {s['draft_forward_passes']} "
                     f"draft passes" if options.get("draft") else "")

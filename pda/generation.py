@@ -8,17 +8,23 @@ decoding (:mod:`pda.jump_forward`) and grammar-aware speculative decoding with a
 
 The loop, per step:
 
-1. the matcher's mask for the current state; when it allows only stop tokens, generation ends (the
-   end of the grammar) without a forward pass, and when it allows exactly one token, that token
-   is taken without one;
-2. without a draft model, one target forward pass (feeding every token not yet in the KV cache:
+0. with ``jump_forward`` (first, at every step): the text the grammar forces next is appended,
+   retokenised at the boundary; it reaches the model with the next forward pass.  Where the mask
+   allows exactly one token, that token is taken without a forward pass, and where it allows only
+   stop tokens, generation ends there (the end of the grammar) without one;
+1. without a draft model, one target forward pass (feeding every token not yet in the KV cache:
    the last sampled one and any forced ones), then a sample from the masked distribution;
-3. with a draft model, the draft proposes up to ``draft_tokens`` tokens under the masks of a fork
-   of the matcher (stopping early where text is forced), the target scores them all in one
-   forward pass, and :func:`pda.sampling.speculative_accept` keeps a prefix and draws one more
-   token, so the output follows the target's masked distribution (greedy: exactly the greedy text);
-0. (first, at every step) jump-forward: the text the grammar forces next is appended, retokenised
-   at the boundary; it reaches the model with the next forward pass.
+2. with a draft model, the draft proposes up to ``draft_tokens`` tokens under the masks of a fork
+   of the matcher (a token the mask forces costs no draft pass; with jump-forward the draft stops
+   where text is forced), the target scores them all in one forward pass, and
+   :func:`pda.sampling.speculative_accept` keeps a prefix and draws one more token, so the output
+   follows the target's masked distribution (greedy: exactly the greedy text).
+
+Without ``jump_forward`` this is a standard constrained decoder: every output token, and the stop
+token that ends a complete output, comes from a target forward pass (one pass per token; with a
+draft, the target verifies forced tokens in its verification pass like any other), so
+``forward_passes == tokens + 1`` for a complete output without a draft, ``tokens`` when it stopped
+at ``max_new_tokens``.
 
 torch and transformers are imported here, never by ``import pda``.
 """
@@ -54,12 +60,15 @@ class GenerationResult:
 
     ``text`` is the UTF-8 decoding of ``token_ids`` (the output tokens, stop token excluded).
     ``stats`` holds at least :data:`STATS_KEYS`: ``tokens`` (output tokens), ``forward_passes``
-    (target model calls, prompt prefill included), ``draft_forward_passes``, ``jump_forward_tokens``
+    (target model calls; the first one is the prompt's prefill, which also gives the first token's
+    logits, so without jump-forward and a draft: one per output token, plus one for the stop token
+    that ends a complete output), ``draft_forward_passes``, ``jump_forward_tokens``
     (output tokens placed by jump-forward, not sampled), ``draft_proposed``/``draft_accepted``,
     ``mask_us_mean`` (microseconds per token mask), ``wall_s``, and ``complete``: the grammar accepts
     the output and generation stopped on a stop token or at the end of the grammar (not at
-    ``max_new_tokens``).  Also ``stopped_by`` ('stop_token', 'end_of_grammar' or 'max_new_tokens')
-    and ``sampled_tokens``."""
+    ``max_new_tokens``).  Also ``stopped_by`` ('stop_token', 'end_of_grammar' (jump-forward ends a
+    complete output without sampling the stop token), 'dead_end' or 'max_new_tokens') and
+    ``sampled_tokens``."""
 
     text: str
     token_ids: list[int]
@@ -162,12 +171,15 @@ class _Decoder:
         return False
 
     def _trivial(self, matcher: GrammarMatcher, row: int) -> tuple[str, int]:
-        """Fill mask ``row`` for ``matcher``: ('end', -1) when only stop tokens (or nothing) may
-        follow, ('one', t) when exactly one token may, ('many', -1) otherwise."""
+        """Fill mask ``row`` for ``matcher``: ('end', -1) when nothing may follow, ('stop', -1) when
+        only stop tokens may (the end of the grammar), ('one', t) when exactly one token may,
+        ('many', -1) otherwise."""
         self.masks.fill(matcher, row)
         allowed = self.masks.allowed(row)
-        if not allowed or (matcher.is_completed() and self._only_stops(row)):
+        if not allowed:
             return "end", -1
+        if matcher.is_completed() and self._only_stops(row):
+            return "stop", -1
         if len(allowed) == 1:
             return "one", allowed[0]
         return "many", -1
@@ -188,44 +200,52 @@ class _Decoder:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> None:
+        jump = self.jump
+        jf = jump is not None
         while len(self.out) < self.max_new:
-            if self.jump is not None:
-                self.jump.apply(self.matcher, self.out, self.forced, self.max_new)
+            if jump is not None:
+                jump.apply(self.matcher, self.out, self.forced, self.max_new)
                 if len(self.out) >= self.max_new:
                     return
             kind, token = self._trivial(self.matcher, 0)
-            if kind == "end":
-                self.stopped_by = "end_of_grammar" if self.matcher.is_completed() else "dead_end"
+            if kind == "end" or (kind == "stop" and jf):
+                self._ended()
                 return
-            if kind == "one":
+            if kind == "one" and jf:
                 if self._take(token, forced=True):
                     return
-            elif self.draft is not None and self.k > 0:
-                if self._speculate():
+            elif self.draft is not None and self.k > 0 and kind != "stop":
+                if self._speculate(token if kind == "one" else -1):
                     return
-            else:
+            else:  # one pass per token, forced or not (a one-hot masked distribution gives it)
                 logits = self.target.logits(self._seq(), 1)[0]
-                p = self.sampler.probs(self.sampler.masked(logits, self.masks.bitmask[0]))
-                if self._take(self.sampler.draw(p)):
+                if self._take(self._sample(logits, 0)):
                     return
 
-    def _speculate(self) -> bool:
-        """One draft-and-verify round from the current state (mask row 0 already filled)."""
+    def _ended(self) -> None:
+        self.stopped_by = "end_of_grammar" if self.matcher.is_completed() else "dead_end"
+
+    def _sample(self, logits: torch.Tensor, row: int) -> int:
+        return self.sampler.draw(self.sampler.probs(self.sampler.masked(logits, self.masks.bitmask[row])))
+
+    def _speculate(self, forced: int) -> bool:
+        """One draft-and-verify round from the current state (mask row 0 already filled).
+        ``forced``: the one token mask row 0 allows (without jump-forward), else -1."""
         budget = self.max_new - len(self.out)
         fork = self.matcher.fork()
         drafts: list[int] = []
         qs: list[torch.Tensor | None] = []
         for i in range(min(self.k, budget)):
-            if i:
-                kind, token = self._trivial(fork, i)
-                if kind == "end":
+            kind, token = ("one", forced) if i == 0 and forced >= 0 else \
+                ("many", -1) if i == 0 else self._trivial(fork, i)
+            if kind in ("end", "stop"):
+                break  # (a stop token comes from the target's pass below, or jump-forward ends here)
+            if kind == "one":
+                drafts.append(token)
+                qs.append(None)  # certain under the mask: the target's masked p is one-hot too
+                if token in self.stops or not fork.accept_token(token) or self._forced_next(fork):
                     break
-                if kind == "one":
-                    drafts.append(token)
-                    qs.append(None)  # certain under the mask: the target's masked p is one-hot too
-                    if token in self.stops or not fork.accept_token(token) or self._forced_next(fork):
-                        break
-                    continue
+                continue
             q_logits = self.draft.logits(self._seq(drafts), 1)[0]  # type: ignore[union-attr]
             q = self.sampler.probs(self.sampler.masked(q_logits, self.masks.bitmask[i]))
             d = self.sampler.draw(q)
@@ -252,12 +272,11 @@ class _Decoder:
         if len(fed) < len(drafts) or len(self.out) >= self.max_new or self._forced_next(self.matcher):
             return False  # (forced text first: the loop jumps, as decoding without a draft does)
         kind, token = self._trivial(self.matcher, 0)
-        if kind == "end":
+        if kind == "end" or (kind == "stop" and self.jump is not None):
             return False  # the loop sees the end again and records it
-        if kind == "one":
+        if kind == "one" and self.jump is not None:
             return self._take(token, forced=True)
-        p = self.sampler.probs(self.sampler.masked(p_logits[len(fed)], self.masks.bitmask[0]))
-        return self._take(self.sampler.draw(p))
+        return self._take(self._sample(p_logits[len(fed)], 0))  # this pass's token after the drafts
 
 
 def generate(model: Any, tokenizer: Any, grammar: Any, prompt: str | list[int], *, max_new_tokens: int = 256,

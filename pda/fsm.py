@@ -9,6 +9,7 @@ that no edge of the rule tells apart share a class) plus one call symbol per cal
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -122,13 +123,26 @@ class RuleDFA:
     """A minimal DFA of one rule. State 0 is the start.
 
     ``bounds`` are the class boundaries: class ``k`` holds bytes ``bounds[k] .. bounds[k+1]-1``.
-    ``trans[s, k]`` is the next state or -1; ``calls[s]`` maps a rule index to the return state.
+    ``trans[s, k]`` is the next state or -1; ``call_rows`` are the call edges, rows (state, rule,
+    return state) sorted by state and rule; ``accept[s]`` says whether the rule may end in ``s``.
     """
 
     bounds: list[int]
     trans: np.ndarray  # (states, classes) int32
-    calls: list[dict[int, int]]
-    accept: list[bool]
+    call_rows: np.ndarray  # (edges, 3) int64
+    accept: np.ndarray  # (states,) bool
+
+    @cached_property
+    def calls(self) -> list[dict[int, int]]:
+        """``calls[s]`` maps a rule index to the return state of the call from ``s``."""
+        out: list[dict[int, int]] = [{} for _ in range(len(self.trans))]
+        for d, r, t in self.call_rows.tolist():
+            out[d][r] = t
+        return out
+
+
+def _sorted_calls(rows: np.ndarray) -> np.ndarray:
+    return rows[np.lexsort((rows[:, 1], rows[:, 0]))] if len(rows) else rows.reshape(0, 3)
 
 
 def build_rule_dfa(expr: Expr, rule_index: dict[str, int], *, max_states: int) -> RuleDFA:
@@ -169,10 +183,7 @@ def determinize(expr: Expr, rule_index: dict[str, int], *, max_states: int, refe
     )
     if status != DETERMINIZE_OK:
         raise LimitExceededError("max_states", max_states, "raise max_states or simplify the grammar")
-    calls: list[dict[int, int]] = [{} for _ in range(len(trans))]
-    for d, r, t in zip(csrc.tolist(), crule.tolist(), cdst.tolist()):
-        calls[d][r] = t
-    return RuleDFA(bounds.tolist(), trans, calls, accept.tolist())
+    return RuleDFA(bounds.tolist(), trans, _sorted_calls(np.column_stack([csrc, crule, cdst])), accept)
 
 
 def _minimize(d: RuleDFA) -> RuleDFA:
@@ -184,22 +195,16 @@ def _minimize(d: RuleDFA) -> RuleDFA:
     nclasses = len(d.bounds) - 1
     trans = np.asarray(d.trans, dtype=np.int64).reshape(n, nclasses)
     src, cls = np.nonzero(trans >= 0)
-    heads = [trans[src, cls]]
-    tails, labels = [src], [cls]
-    callees = sorted({r for calls in d.calls for r in calls})
-    if callees:
-        sym = {r: nclasses + k for k, r in enumerate(callees)}
-        flat = [(s, sym[r], t) for s, calls in enumerate(d.calls) for r, t in calls.items()]
-        arr = np.array(flat, dtype=np.int64).reshape(-1, 3)
-        tails.append(arr[:, 0])
-        labels.append(arr[:, 1])
-        heads.append(arr[:, 2])
+    rows = d.call_rows
+    callees, sym = np.unique(rows[:, 1], return_inverse=True)  # one label per callee after the classes
     accept = np.asarray(d.accept, dtype=np.bool_)
     block, nblocks = minimize_partial(
-        n, np.concatenate(tails), np.concatenate(labels), np.concatenate(heads), accept,
+        n, np.concatenate([src, rows[:, 0]]), np.concatenate([cls, nclasses + sym.reshape(-1)]),
+        np.concatenate([trans[src, cls], rows[:, 2]]), accept,
     )
     if block[0] < 0:
-        return RuleDFA(d.bounds, np.full((1, nclasses), -1, dtype=np.int32), [{}], [False])
+        return RuleDFA(d.bounds, np.full((1, nclasses), -1, dtype=np.int32), np.zeros((0, 3), dtype=np.int64),
+                       np.zeros(1, dtype=np.bool_))
     # block order: by the smallest state in each block (the start state's block comes first)
     rep = np.full(nblocks, n, dtype=np.int64)
     live = np.flatnonzero(block >= 0)
@@ -210,7 +215,10 @@ def _minimize(d: RuleDFA) -> RuleDFA:
     renum[order] = np.arange(nblocks)
     renum[nblocks] = -1  # dead states
     new_of = renum[np.where(block >= 0, block, nblocks)]
-    rows = trans[rep]
-    out = np.where(rows >= 0, new_of[np.maximum(rows, 0)], -1).astype(np.int32)
-    calls = [{r: int(new_of[t]) for r, t in d.calls[s].items() if new_of[t] >= 0} for s in rep.tolist()]
-    return RuleDFA(d.bounds, out, calls, accept[rep].tolist())
+    kept = trans[rep]
+    out = np.where(kept >= 0, new_of[np.maximum(kept, 0)], -1).astype(np.int32)
+    is_rep = np.zeros(n, dtype=np.bool_)
+    is_rep[rep] = True
+    keep = is_rep[rows[:, 0]] & (new_of[rows[:, 2]] >= 0)
+    calls = np.column_stack([new_of[rows[keep, 0]], rows[keep, 1], new_of[rows[keep, 2]]])
+    return RuleDFA(d.bounds, out, _sorted_calls(calls), accept[rep])

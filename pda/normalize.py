@@ -485,16 +485,17 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
         return got
 
     def _visit(e: Expr) -> Expr:
-        if isinstance(e, Seq):
-            return seq(*(visit(i) for i in e.items))
-        if isinstance(e, Alt):
-            return alt(*(visit(i) for i in e.items))
+        if isinstance(e, (Seq, Alt)):
+            items = [visit(i) for i in e.items]
+            if all(a is b for a, b in zip(items, e.items)):
+                return e  # unchanged (see _rebuild)
+            return seq(*items) if isinstance(e, Seq) else alt(*items)
         if isinstance(e, Repeat):
             x = visit(e.expr)
             size = tree_size(x, _split_weight, sizes)
             longest = e.max if e.max is not None else e.min
             if longest * size <= REPEAT_SPLIT_SIZE or size < 0 or nullable(x, set(), null_memo):
-                return repeat(x, e.min, e.max)
+                return e if x is e.expr else repeat(x, e.min, e.max)
             rest = star(x) if e.max is None else upto(x, e.max - e.min, size)
             return seq(exact(x, e.min, size), rest)
         return e

@@ -198,10 +198,12 @@ def _minimize(d: RuleDFA) -> RuleDFA:
     rows = d.call_rows
     callees, sym = np.unique(rows[:, 1], return_inverse=True)  # one label per callee after the classes
     accept = np.asarray(d.accept, dtype=np.bool_)
+    i32 = np.int32
     block, nblocks = minimize_partial(
-        n, np.concatenate([src, rows[:, 0]]), np.concatenate([cls, nclasses + sym.reshape(-1)]),
-        np.concatenate([trans[src, cls], rows[:, 2]]), accept,
+        n, np.concatenate([src, rows[:, 0]]).astype(i32), np.concatenate([cls, nclasses + sym.reshape(-1)]).astype(i32),
+        np.concatenate([trans[src, cls], rows[:, 2]]).astype(i32), accept,
     )
+    block = block.astype(np.int64)
     if block[0] < 0:
         return RuleDFA(d.bounds, np.full((1, nclasses), -1, dtype=np.int32), np.zeros((0, 3), dtype=np.int64),
                        np.zeros(1, dtype=np.bool_))

@@ -85,8 +85,9 @@ def minimize_partial(n, T, L, H, accept):  # type: ignore[no-untyped-def]
 
     ``T[k] --L[k]--> H[k]`` are the transitions (int32; labels are small non-negative ints),
     ``accept[s]`` the accepting states.  Its arrays are int32 (a third faster than int64: the
-    refinement is bound by memory traffic; a rule has at most ``max_states`` states anyway). Returns ``(block, nblocks)``: ``block[s]`` is -1 for a state from which
-    no accepting state can be reached.
+    refinement is bound by memory traffic; a rule has at most ``max_states`` states anyway).
+    Returns ``(block, nblocks)``: ``block[s]`` is -1 for a state from which no accepting state can
+    be reached.
     """
     m = T.shape[0]
     # co-reachability: walk transitions backwards from the accepting states

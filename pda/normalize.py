@@ -394,9 +394,12 @@ def _eliminate_left_recursion(rules: dict[str, Expr]) -> dict[str, Expr]:
 # ----------------------------------------------------------------------------- 5. inlining
 
 
-def _weight(e: Expr, weight: dict[str, int], inline: set[str]) -> int:
-    """The IR nodes of ``e`` once the rules it calls that are inlined are written out."""
-    return tree_size(e, lambda n: weight.get(n.name, 1) if isinstance(n, Ref) and n.name in inline else 1)
+def _weight(e: Expr, weight: dict[str, int], inline: set[str], memo: dict[int, int]) -> int:
+    """The IR nodes of ``e`` once the rules it calls that are inlined are written out.
+
+    ``memo`` may serve every rule of one pass: a call's weight is fixed once its callee is decided,
+    and callees are decided before their callers (a rule of the caller's own group is never inlined)."""
+    return tree_size(e, lambda n: weight.get(n.name, 1) if isinstance(n, Ref) and n.name in inline else 1, memo)
 
 
 def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
@@ -414,9 +417,10 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     # calls a small rule twice, which calls one twice, ... must not double at every level)
     inline: set[str] = set()
     weight: dict[str, int] = {}
+    weighed: dict[int, int] = {}
     for comp in _sccs(graph):  # callees come before their callers
         for n in comp:
-            weight[n] = _weight(rules[n], weight, inline)
+            weight[n] = _weight(rules[n], weight, inline, weighed)
             if n != ROOT and n not in recursive and (uses[n] <= 1 or weight[n] <= _INLINE_MAX_NODES):
                 inline.add(n)
     done: dict[str, Expr] = {}

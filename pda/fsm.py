@@ -1,9 +1,12 @@
 """Byte-level finite automata for one rule: Thompson NFA, subset construction, minimisation.
 
 A rule body is an IR expression over bytes, code point classes and calls of other rules.  Code
-points are lowered to UTF-8 byte ranges here (surrogates never match, so every path spells valid
-UTF-8).  The alphabet of a rule's DFA is a partition of the 256 byte values into classes (bytes
-that no edge of the rule tells apart share a class) plus one call symbol per called rule.
+points are lowered to UTF-8 byte ranges (:mod:`pda.utf8`; surrogates never match, so every path
+spells valid UTF-8).  The alphabet of a rule's DFA is a partition of the 256 byte values into
+classes (bytes that no edge of the rule tells apart share a class) plus one call symbol per called
+rule.  The three steps run as numba kernels: the Thompson NFA in :mod:`pda.nfa_kernels` (over the
+rule's IR flattened once per distinct node; :class:`ThompsonNFA` here is its Python reference),
+subset construction and minimisation in :mod:`pda.dfa_kernels`.
 """
 
 from __future__ import annotations

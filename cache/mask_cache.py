@@ -119,7 +119,10 @@ class MaskCache:
 
     def _alloc(self, rows: int) -> None:
         """A fresh, empty pool of ``rows`` rows (under the lock, or from ``__init__``)."""
-        self._pool = torch.zeros((rows, self.words), dtype=torch.int32, device=self.device)
+        if self.device.type == "cpu":  # calloc'd pages: torch.zeros fills them eagerly (~10 ms for 1 MiB here)
+            self._pool = torch.from_numpy(np.zeros((rows, self.words), dtype=np.int32))
+        else:
+            self._pool = torch.zeros((rows, self.words), dtype=torch.int32, device=self.device)
         self._host: np.ndarray | None = self._pool.numpy() if self._pool.device.type == "cpu" else None
         self._lru: OrderedDict[Hashable, int] = OrderedDict()
         self._free: list[int] = list(range(rows - 1, -1, -1))  # pop() hands out low slots first
@@ -133,9 +136,12 @@ class MaskCache:
         new_cap = min(self.max_rows, max(2 * cap, cap + need - len(self._free)))
         if new_cap <= cap:
             return
-        pool = torch.empty((new_cap, self.words), dtype=torch.int32, device=self.device)
+        if self._on_cpu:
+            pool = torch.from_numpy(np.zeros((new_cap, self.words), dtype=np.int32))
+        else:
+            pool = torch.empty((new_cap, self.words), dtype=torch.int32, device=self.device)
+            pool[cap:].zero_()
         pool[:cap].copy_(self._pool)
-        pool[cap:].zero_()
         self._pool = pool
         self._host = pool.numpy() if self._on_cpu else None
         self._free[:0] = range(new_cap - 1, cap - 1, -1)

@@ -94,7 +94,7 @@ def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES) -
     trans = np.full((S, ncls), -1, dtype=np.int32)
     is_end = np.zeros(S, dtype=np.bool_)
     state_rule = np.zeros(S, dtype=np.int32)
-    call_lists: list[list[tuple[int, int]]] = []
+    call_rows = []
     for r, d in enumerate(dfas):
         base = int(offsets[r])
         # global class k starts at byte cuts[k]; find the rule's class holding that byte
@@ -103,13 +103,12 @@ def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES) -
         trans[base:base + len(d.trans)] = np.where(t >= 0, t + base, -1)
         is_end[base:base + len(d.trans)] = d.accept
         state_rule[base:base + len(d.trans)] = r
-        for calls in d.calls:
-            call_lists.append(sorted((callee, ret + base) for callee, ret in calls.items()))
+        call_rows.append(d.call_rows + np.array([base, 0, base], dtype=np.int64))
+    calls = np.concatenate(call_rows)  # each rule's rows are sorted by (state, callee): so are these
     call_ptr = np.zeros(S + 1, dtype=np.int32)
-    call_ptr[1:] = np.cumsum([len(c) for c in call_lists])
-    flat = [c for cl in call_lists for c in cl]
-    call_rule = np.array([c for c, _ in flat], dtype=np.int32)
-    call_return = np.array([r for _, r in flat], dtype=np.int32)
+    np.cumsum(np.bincount(calls[:, 0], minlength=S), out=call_ptr[1:])
+    call_rule = calls[:, 1].astype(np.int32)
+    call_return = calls[:, 2].astype(np.int32)
     rule_start = offsets[:-1].astype(np.int32)
     has_bytes = (trans >= 0).any(axis=1)
     has_calls = call_ptr[1:] > call_ptr[:-1]
@@ -122,25 +121,43 @@ def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES) -
 
 
 def _push_ranks(S: int, call_ptr: np.ndarray, call_rule: np.ndarray, rule_start: np.ndarray) -> np.ndarray:
-    """Longest-path depth in the graph s -> rule_start[r] over call edges (acyclic after normalisation)."""
+    """Longest-path depth in the graph s -> rule_start[r] over call edges (acyclic after normalisation).
+
+    Only rule starts have edges entering them, so a path of two or more edges runs through rule
+    starts: the depths are those of the (small) graph of rules whose start state calls a rule,
+    found by Kahn's algorithm over rules; any other called rule's start is at depth 1.
+    """
     rank = np.zeros(S, dtype=np.int32)
-    # Kahn's algorithm over the (sparse) edge list
+    if not len(call_rule):
+        return rank
+    R = len(rule_start)
     src = np.repeat(np.arange(S), np.diff(call_ptr))
-    dst = rule_start[call_rule] if len(call_rule) else np.zeros(0, dtype=np.int32)
-    indeg = np.bincount(dst, minlength=S) if len(dst) else np.zeros(S, dtype=np.int64)
-    out: dict[int, list[int]] = {}
-    for a, b in zip(src.tolist(), dst.tolist()):
-        out.setdefault(a, []).append(b)
-    queue = [s for s in range(S) if indeg[s] == 0]
+    is_start = np.full(S, -1, dtype=np.int64)
+    is_start[rule_start] = np.arange(R)
+    from_rule = is_start[src]  # the rule whose start makes the call, or -1
+    out: dict[int, set[int]] = {}
+    for a, b in zip(from_rule[from_rule >= 0].tolist(), call_rule[from_rule >= 0].tolist()):
+        out.setdefault(a, set()).add(b)
+    indeg = [0] * R
+    for targets in out.values():
+        for b in targets:
+            indeg[b] += 1
+    depth = [0] * R
+    depth_of_called = np.zeros(R, dtype=np.int64)
+    depth_of_called[call_rule] = 1
+    queue = [r for r in range(R) if indeg[r] == 0]
     seen = 0
     while queue:
-        s = queue.pop()
+        r = queue.pop()
         seen += 1
-        for t in out.get(s, ()):
-            rank[t] = max(rank[t], rank[s] + 1)
-            indeg[t] -= 1
-            if indeg[t] == 0:
-                queue.append(t)
-    if seen != S:
+        d = max(depth[r], int(depth_of_called[r]))
+        depth[r] = d
+        for b in out.get(r, ()):
+            depth[b] = max(depth[b], d + 1)
+            indeg[b] -= 1
+            if indeg[b] == 0:
+                queue.append(b)
+    if seen != R:
         raise RuntimeError("internal error: left recursion survived normalisation")
+    rank[rule_start] = np.maximum(np.asarray(depth, dtype=np.int32), depth_of_called.astype(np.int32))
     return rank

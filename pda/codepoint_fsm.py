@@ -219,8 +219,8 @@ def minimize(d: DFA) -> DFA:
                 tails.append(s)
                 labels.append(k)
                 heads.append(t)
-    block, _ = minimize_partial(len(d.trans), np.array(tails, dtype=np.int64), np.array(labels, dtype=np.int64),
-                                np.array(heads, dtype=np.int64), np.array(d.accept, dtype=np.bool_))
+    block, _ = minimize_partial(len(d.trans), np.array(tails, dtype=np.int32), np.array(labels, dtype=np.int32),
+                                np.array(heads, dtype=np.int32), np.array(d.accept, dtype=np.bool_))
     # Renumber blocks so that the start's block is 0, in BFS order.
     order = {int(block[0]): 0}
     rep: dict[int, int] = {int(block[0]): 0}

@@ -1,62 +1,29 @@
 """Byte-level finite automata for one rule: Thompson NFA, subset construction, minimisation.
 
 A rule body is an IR expression over bytes, code point classes and calls of other rules.  Code
-points are lowered to UTF-8 byte ranges here (surrogates never match, so every path spells valid
-UTF-8).  The alphabet of a rule's DFA is a partition of the 256 byte values into classes (bytes
-that no edge of the rule tells apart share a class) plus one call symbol per called rule.
+points are lowered to UTF-8 byte ranges (:mod:`pda.utf8`; surrogates never match, so every path
+spells valid UTF-8).  The alphabet of a rule's DFA is a partition of the 256 byte values into
+classes (bytes that no edge of the rule tells apart share a class) plus one call symbol per called
+rule.  The three steps run as numba kernels: the Thompson NFA in :mod:`pda.nfa_kernels` (over the
+rule's IR flattened once per distinct node; :class:`ThompsonNFA` here is its Python reference),
+subset construction and minimisation in :mod:`pda.dfa_kernels`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property
 
 import numpy as np
 
 from .dfa_kernels import DETERMINIZE_OK, determinize_nfa, minimize_partial
 from .errors import LimitExceededError
 from .limits import check_deadline
+from .nfa_kernels import THOMPSON_OK, flatten, thompson
 from .ir import Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq
+from .utf8 import leaf_fragment, utf8_sequences
 
 __all__ = ["RuleDFA", "ThompsonNFA", "build_rule_dfa", "determinize", "utf8_sequences"]
-
-_LENGTH_BOUNDS = ((0, 0x7F), (0x80, 0x7FF), (0x800, 0xFFFF), (0x10000, 0x10FFFF))
-
-
-def _encode(cp: int) -> bytes:
-    return chr(cp).encode("utf-8", "surrogatepass")
-
-
-@lru_cache(maxsize=4096)
-def utf8_sequences(lo: int, hi: int) -> tuple[tuple[tuple[int, int], ...], ...]:
-    """Byte-range sequences whose union is the UTF-8 encodings of code points ``lo..hi``.
-
-    Surrogates (U+D800..U+DFFF) are left out.  Each sequence is a list of inclusive byte ranges,
-    one per byte of the encoding.
-    """
-    out: list[list[tuple[int, int]]] = []
-    for a, b in ((lo, min(hi, 0xD7FF)), (max(lo, 0xE000), hi)):
-        for blo, bhi in _LENGTH_BOUNDS:
-            x, y = max(a, blo), min(b, bhi)
-            if x <= y:
-                _split_same_length(x, y, out)
-    return tuple(tuple(seq) for seq in out)
-
-
-def _split_same_length(a: int, b: int, out: list[list[tuple[int, int]]]) -> None:
-    n = len(_encode(a))
-    for i in range(1, n):
-        m = (1 << (6 * i)) - 1
-        if a & ~m != b & ~m:
-            if a & m:
-                _split_same_length(a, a | m, out)
-                _split_same_length((a | m) + 1, b, out)
-                return
-            if b & m != m:
-                _split_same_length(a, (b & ~m) - 1, out)
-                _split_same_length(b & ~m, b, out)
-                return
-    out.append(list(zip(_encode(a), _encode(b))))
 
 
 class ThompsonNFA:
@@ -137,33 +104,13 @@ class _NFA(ThompsonNFA):
         )
 
     def leaf(self, e: Expr, s: int, t: int) -> None:
-        if isinstance(e, Bytes):
-            cur = s
-            for i, byte in enumerate(e.data):
-                nxt = t if i == len(e.data) - 1 else self.new()
-                self.edges.append((cur, byte, byte, nxt))
-                cur = nxt
-        elif isinstance(e, ByteClass):
-            for lo, hi in e.ranges:
-                self.edges.append((s, lo, hi, t))
-        elif isinstance(e, CharClass):
-            # sequences that end alike share their tail states (a suffix trie into t)
-            tails: dict[tuple[tuple[int, int], ...], int] = {(): t}
-
-            def tail(rest: tuple[tuple[int, int], ...]) -> int:
-                got = tails.get(rest)
-                if got is None:
-                    got = tails[rest] = self.new()
-                    self.edges.append((got, rest[0][0], rest[0][1], tail(rest[1:])))
-                return got
-
-            for lo, hi in e.ranges:
-                for sequence in utf8_sequences(lo, hi):
-                    blo, bhi = sequence[0]
-                    self.edges.append((s, blo, bhi, tail(sequence[1:])))
-        else:
-            assert isinstance(e, Ref)
+        if isinstance(e, Ref):
             self.calls.append((s, self.rule_index[e.name], t))
+            return
+        assert isinstance(e, (Bytes, CharClass, ByteClass))
+        internal, edges, _ = leaf_fragment(e)
+        ports = [s, t] + [self.new() for _ in range(internal)]
+        self.edges.extend((ports[a], lo, hi, ports[b]) for a, lo, hi, b in edges)
 
 
 def _csr(n: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,13 +126,26 @@ class RuleDFA:
     """A minimal DFA of one rule. State 0 is the start.
 
     ``bounds`` are the class boundaries: class ``k`` holds bytes ``bounds[k] .. bounds[k+1]-1``.
-    ``trans[s, k]`` is the next state or -1; ``calls[s]`` maps a rule index to the return state.
+    ``trans[s, k]`` is the next state or -1; ``call_rows`` are the call edges, rows (state, rule,
+    return state) sorted by state and rule; ``accept[s]`` says whether the rule may end in ``s``.
     """
 
     bounds: list[int]
     trans: np.ndarray  # (states, classes) int32
-    calls: list[dict[int, int]]
-    accept: list[bool]
+    call_rows: np.ndarray  # (edges, 3) int64
+    accept: np.ndarray  # (states,) bool
+
+    @cached_property
+    def calls(self) -> list[dict[int, int]]:
+        """``calls[s]`` maps a rule index to the return state of the call from ``s``."""
+        out: list[dict[int, int]] = [{} for _ in range(len(self.trans))]
+        for d, r, t in self.call_rows.tolist():
+            out[d][r] = t
+        return out
+
+
+def _sorted_calls(rows: np.ndarray) -> np.ndarray:
+    return rows[np.lexsort((rows[:, 1], rows[:, 0]))] if len(rows) else rows.reshape(0, 3)
 
 
 def build_rule_dfa(expr: Expr, rule_index: dict[str, int], *, max_states: int) -> RuleDFA:
@@ -193,31 +153,40 @@ def build_rule_dfa(expr: Expr, rule_index: dict[str, int], *, max_states: int) -
     return _minimize(determinize(expr, rule_index, max_states=max_states))
 
 
-def determinize(expr: Expr, rule_index: dict[str, int], *, max_states: int) -> RuleDFA:
-    """The subset-construction DFA of ``expr`` (all states reachable, not minimal, maybe dead states)."""
-    nfa = _NFA(rule_index, max_states)
-    start, end = nfa.new(), nfa.new()
-    nfa.build(expr, start, end)
-    n = nfa.n
-    edges = np.array(nfa.edges, dtype=np.int64).reshape(-1, 4)
+def determinize(expr: Expr, rule_index: dict[str, int], *, max_states: int, reference: bool = False) -> RuleDFA:
+    """The subset-construction DFA of ``expr`` (all states reachable, not minimal, maybe dead states).
+
+    The Thompson NFA comes from the kernel of :mod:`pda.nfa_kernels`; ``reference=True`` builds it
+    with the pure-Python :class:`ThompsonNFA` instead (the tests compare the two).
+    """
+    if reference:
+        nfa = _NFA(rule_index, max_states)
+        start, end = nfa.new(), nfa.new()
+        nfa.build(expr, start, end)
+        n = nfa.n
+        edges = np.array(nfa.edges, dtype=np.int64).reshape(-1, 4)
+        eps = np.array(nfa.eps, dtype=np.int64).reshape(-1, 2)
+        call_rows = np.array(nfa.calls, dtype=np.int64).reshape(-1, 3)
+    else:
+        status, n, eps, edges, call_rows = thompson(*flatten(expr, rule_index), max_states)
+        if status != THOMPSON_OK:
+            raise _NFA(rule_index, max_states).too_many()
+        start, end = 0, 1
     bounds = np.unique(np.concatenate([[0, 256], edges[:, 1], edges[:, 2] + 1]))
     nclasses = len(bounds) - 1
     # byte ranges as class index ranges
     clo = np.searchsorted(bounds, edges[:, 1])
     chi = np.searchsorted(bounds, edges[:, 2] + 1) - 1
     e_ptr, e_rows = _csr(n, np.column_stack([edges[:, 0], clo, chi, edges[:, 3]]))
-    eps_ptr, eps_rows = _csr(n, np.array(nfa.eps, dtype=np.int64).reshape(-1, 2))
-    c_ptr, c_rows = _csr(n, np.array(nfa.calls, dtype=np.int64).reshape(-1, 3))
+    eps_ptr, eps_rows = _csr(n, eps)
+    c_ptr, c_rows = _csr(n, call_rows)
     status, trans, accept, csrc, crule, cdst = determinize_nfa(
         n, eps_ptr, eps_rows[:, 1].copy(), e_ptr, e_rows[:, 1].copy(), e_rows[:, 2].copy(), e_rows[:, 3].copy(),
         c_ptr, c_rows[:, 1].copy(), c_rows[:, 2].copy(), start, end, nclasses, max_states,
     )
     if status != DETERMINIZE_OK:
         raise LimitExceededError("max_states", max_states, "raise max_states or simplify the grammar")
-    calls: list[dict[int, int]] = [{} for _ in range(len(trans))]
-    for d, r, t in zip(csrc.tolist(), crule.tolist(), cdst.tolist()):
-        calls[d][r] = t
-    return RuleDFA(bounds.tolist(), trans, calls, accept.tolist())
+    return RuleDFA(bounds.tolist(), trans, _sorted_calls(np.column_stack([csrc, crule, cdst])), accept)
 
 
 def _minimize(d: RuleDFA) -> RuleDFA:
@@ -229,22 +198,18 @@ def _minimize(d: RuleDFA) -> RuleDFA:
     nclasses = len(d.bounds) - 1
     trans = np.asarray(d.trans, dtype=np.int64).reshape(n, nclasses)
     src, cls = np.nonzero(trans >= 0)
-    heads = [trans[src, cls]]
-    tails, labels = [src], [cls]
-    callees = sorted({r for calls in d.calls for r in calls})
-    if callees:
-        sym = {r: nclasses + k for k, r in enumerate(callees)}
-        flat = [(s, sym[r], t) for s, calls in enumerate(d.calls) for r, t in calls.items()]
-        arr = np.array(flat, dtype=np.int64).reshape(-1, 3)
-        tails.append(arr[:, 0])
-        labels.append(arr[:, 1])
-        heads.append(arr[:, 2])
+    rows = d.call_rows
+    callees, sym = np.unique(rows[:, 1], return_inverse=True)  # one label per callee after the classes
     accept = np.asarray(d.accept, dtype=np.bool_)
+    i32 = np.int32
     block, nblocks = minimize_partial(
-        n, np.concatenate(tails), np.concatenate(labels), np.concatenate(heads), accept,
+        n, np.concatenate([src, rows[:, 0]]).astype(i32), np.concatenate([cls, nclasses + sym.reshape(-1)]).astype(i32),
+        np.concatenate([trans[src, cls], rows[:, 2]]).astype(i32), accept,
     )
+    block = block.astype(np.int64)
     if block[0] < 0:
-        return RuleDFA(d.bounds, np.full((1, nclasses), -1, dtype=np.int32), [{}], [False])
+        return RuleDFA(d.bounds, np.full((1, nclasses), -1, dtype=np.int32), np.zeros((0, 3), dtype=np.int64),
+                       np.zeros(1, dtype=np.bool_))
     # block order: by the smallest state in each block (the start state's block comes first)
     rep = np.full(nblocks, n, dtype=np.int64)
     live = np.flatnonzero(block >= 0)
@@ -255,7 +220,10 @@ def _minimize(d: RuleDFA) -> RuleDFA:
     renum[order] = np.arange(nblocks)
     renum[nblocks] = -1  # dead states
     new_of = renum[np.where(block >= 0, block, nblocks)]
-    rows = trans[rep]
-    out = np.where(rows >= 0, new_of[np.maximum(rows, 0)], -1).astype(np.int32)
-    calls = [{r: int(new_of[t]) for r, t in d.calls[s].items() if new_of[t] >= 0} for s in rep.tolist()]
-    return RuleDFA(d.bounds, out, calls, accept[rep].tolist())
+    kept = trans[rep]
+    out = np.where(kept >= 0, new_of[np.maximum(kept, 0)], -1).astype(np.int32)
+    is_rep = np.zeros(n, dtype=np.bool_)
+    is_rep[rep] = True
+    keep = is_rep[rows[:, 0]] & (new_of[rows[:, 2]] >= 0)
+    calls = np.column_stack([new_of[rows[keep, 0]], rows[keep, 1], new_of[rows[keep, 2]]])
+    return RuleDFA(d.bounds, out, _sorted_calls(calls), accept[rep])

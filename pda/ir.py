@@ -17,13 +17,13 @@ Build nodes with the helpers (:func:`seq`, :func:`alt`, :func:`opt`, :func:`star
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
+from typing import Callable, Container, Iterable, Iterator, Mapping
 
 __all__ = [
     "Expr", "Bytes", "CharClass", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "GrammarIR",
     "EPSILON", "NOTHING", "MAX_CODE_POINT", "seq", "alt", "opt", "star", "plus", "repeat", "lit",
-    "chars", "byte_chars", "nullable", "nonempty", "any_char", "negate_ranges", "normalize_ranges", "walk", "refs_of",
-    "node_count", "size_exceeds", "recursive_rules", "to_ebnf",
+    "chars", "byte_chars", "nullable", "derives", "nonempty", "any_char", "negate_ranges", "normalize_ranges", "walk", "refs_of",
+    "distinct_nodes", "ref_names", "ref_counts", "tree_size", "node_count", "size_exceeds", "recursive_rules", "to_ebnf",
 ]
 
 MAX_CODE_POINT = 0x10FFFF
@@ -258,9 +258,85 @@ def refs_of(expr: Expr) -> Iterator[Ref]:
             yield e
 
 
+def _kids(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, (Seq, Alt)):
+        return e.items
+    if isinstance(e, Repeat):
+        return (e.expr,)
+    return ()
+
+
+def distinct_nodes(expr: Expr) -> list[Expr]:
+    """Every node of ``expr`` once (a subtree shared by several parents, by identity, once), in the
+    order :func:`walk` first reaches them.  Frontends share subtrees a lot: the tree read with its
+    copies can be far larger than this."""
+    seen: set[int] = set()
+    out: list[Expr] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        out.append(e)
+        stack.extend(reversed(_kids(e)))
+    return out
+
+
+def ref_names(expr: Expr) -> set[str]:
+    """The names of the rules ``expr`` calls."""
+    return {e.name for e in distinct_nodes(expr) if isinstance(e, Ref)}
+
+
+def _parents_first(expr: Expr, skip: Container[int] = ()) -> list[Expr]:
+    """The distinct nodes of ``expr`` with every node after all its parents (reverse post-order),
+    leaving out the nodes whose identity is in ``skip`` and those only they reach."""
+    seen: set[int] = set()
+    post: list[Expr] = []
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:
+        e, done = stack.pop()
+        if done:
+            post.append(e)
+            continue
+        if id(e) in seen or id(e) in skip:
+            continue
+        seen.add(id(e))
+        stack.append((e, True))
+        stack.extend((k, False) for k in _kids(e))
+    return post[::-1]
+
+
+def ref_counts(expr: Expr) -> dict[str, int]:
+    """How often each rule is called in ``expr`` read as a tree (as :func:`refs_of` counts them),
+    computed over the distinct nodes: a node's uses are the sum of its parents' uses."""
+    uses = {id(expr): 1}
+    out: dict[str, int] = {}
+    for e in _parents_first(expr):
+        n = uses[id(e)]
+        if isinstance(e, Ref):
+            out[e.name] = out.get(e.name, 0) + n
+        for k in _kids(e):
+            uses[id(k)] = uses.get(id(k), 0) + n
+    return out
+
+
 def node_count(e: Expr) -> int:
     """The IR nodes of ``e`` read as a tree (a shared subtree counts once per use)."""
-    return sum(1 for _ in walk(e))
+    return tree_size(e, lambda _: 1)
+
+
+def tree_size(e: Expr, weight: Callable[[Expr], int], memo: dict[int, int] | None = None) -> int:
+    """The sum of ``weight(n)`` over the nodes ``n`` of ``e`` read as a tree (a shared subtree counts
+    once per use), computed once per distinct node; ``memo`` (by node identity) may be shared by
+    calls over trees that stay alive meanwhile."""
+    memo = {} if memo is None else memo
+    got = memo.get(id(e))
+    if got is not None:
+        return got
+    for n in reversed(_parents_first(e, memo)):  # children before parents
+        memo[id(n)] = weight(n) + sum(memo[id(k)] for k in _kids(n))
+    return memo[id(e)]
 
 
 def size_exceeds(e: Expr, limit: int) -> bool:
@@ -360,20 +436,39 @@ def _group(e: Expr, strict: bool = False) -> str:
 # ----------------------------------------------------------------------------- the empty string
 
 
-def nullable(e: Expr, null_rules: set[str]) -> bool:
-    if isinstance(e, Bytes):
-        return not e.data
-    if isinstance(e, (CharClass, ByteClass)):
-        return False
+def nullable(e: Expr, null_rules: set[str], memo: dict[int, bool] | None = None) -> bool:
+    """Whether ``e`` derives the empty string, the rules ``null_rules`` being those that do.
+
+    ``memo`` (by node identity, for one ``null_rules``) makes it once per distinct node of a DAG."""
+
+    def leaf(x: Expr) -> bool:
+        return not x.data if isinstance(x, Bytes) else isinstance(x, Ref) and x.name in null_rules
+
+    return derives(e, leaf, memo)
+
+
+def derives(e: Expr, leaf: Callable[[Expr], bool], memo: dict[int, bool] | None = None) -> bool:
+    """Whether ``e`` derives some string with a property ``leaf`` decides for each leaf (a literal,
+    class or call), where a sequence has it when all its items do, a choice when one does and a
+    repeat when it may repeat zero times or its body has it (the empty string; some finite string).
+    ``memo`` (by node identity, for one ``leaf``) makes it once per distinct node of a DAG."""
+    if memo is not None:
+        got = memo.get(id(e))
+        if got is not None:
+            return got
     if isinstance(e, Seq):
-        return all(nullable(i, null_rules) for i in e.items)
-    if isinstance(e, Alt):
-        return any(nullable(i, null_rules) for i in e.items)
-    if isinstance(e, Repeat):
-        return e.min == 0 or nullable(e.expr, null_rules)
-    if isinstance(e, Ref):
-        return e.name in null_rules
-    raise TypeError(f"not an IR node: {e!r}")
+        out = all(derives(i, leaf, memo) for i in e.items)
+    elif isinstance(e, Alt):
+        out = any(derives(i, leaf, memo) for i in e.items)
+    elif isinstance(e, Repeat):
+        out = e.min == 0 or derives(e.expr, leaf, memo)
+    elif isinstance(e, (Bytes, CharClass, ByteClass, Ref)):
+        out = leaf(e)
+    else:
+        raise TypeError(f"not an IR node: {e!r}")
+    if memo is not None:
+        memo[id(e)] = out
+    return out
 
 
 def nonempty(e: Expr) -> Expr:

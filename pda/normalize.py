@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from .errors import EmptyLanguageError, UndefinedRuleError
 from .limits import check_deadline
 from .ir import (
-    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, nonempty, nullable, opt,
-    node_count, refs_of, repeat, seq, star, walk,
+    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, derives, distinct_nodes, nonempty,
+    nullable, opt, ref_counts, ref_names, repeat, seq, star, tree_size,
 )
 from .share import SHARED_PREFIX, share_repeated
 
@@ -93,8 +93,8 @@ def _resolve(ir: GrammarIR) -> dict[str, Expr]:
     if ir.start not in ir.rules:
         raise UndefinedRuleError(f'start rule "{ir.start}" is not defined', filename=ir.filename, rule=ir.start)
     for name, body in ir.rules.items():
-        for ref in refs_of(body):
-            if ref.name not in ir.rules:
+        for ref in distinct_nodes(body):
+            if isinstance(ref, Ref) and ref.name not in ir.rules:
                 line, col = ref.pos if ref.pos else ir.positions.get(name, (None, None))
                 raise UndefinedRuleError(
                     f'rule "{ref.name}" is not defined (used in rule "{name}")',
@@ -103,10 +103,10 @@ def _resolve(ir: GrammarIR) -> dict[str, Expr]:
     reached = {ir.start}
     todo = [ir.start]
     while todo:
-        for ref in refs_of(ir.rules[todo.pop()]):
-            if ref.name not in reached:
-                reached.add(ref.name)
-                todo.append(ref.name)
+        for name in ref_names(ir.rules[todo.pop()]):
+            if name not in reached:
+                reached.add(name)
+                todo.append(name)
     for name in ir.rules:
         if name not in reached and not name.startswith(("_", "$")):
             w = where(name)
@@ -120,20 +120,16 @@ def _resolve(ir: GrammarIR) -> dict[str, Expr]:
 # ----------------------------------------------------------------------------- 2. productivity
 
 
-def _productive_expr(e: Expr, prod: set[str]) -> bool:
-    if isinstance(e, Bytes):
-        return True
-    if isinstance(e, (CharClass, ByteClass)):
-        return _has_scalar(e)
-    if isinstance(e, Seq):
-        return all(_productive_expr(i, prod) for i in e.items)
-    if isinstance(e, Alt):
-        return any(_productive_expr(i, prod) for i in e.items)
-    if isinstance(e, Repeat):
-        return e.min == 0 or _productive_expr(e.expr, prod)
-    if isinstance(e, Ref):
-        return e.name in prod
-    raise TypeError(f"not an IR node: {e!r}")
+def _productive_expr(e: Expr, prod: set[str], memo: dict[int, bool] | None = None) -> bool:
+    """Whether ``e`` derives some finite string, the rules ``prod`` being those that do (``memo``:
+    by node identity, for one ``prod``)."""
+
+    def leaf(x: Expr) -> bool:
+        if isinstance(x, Ref):
+            return x.name in prod
+        return _has_scalar(x) if isinstance(x, (CharClass, ByteClass)) else True
+
+    return derives(e, leaf, memo)
 
 
 def _has_scalar(e: CharClass | ByteClass) -> bool:
@@ -147,10 +143,12 @@ def _check_productive(rules: dict[str, Expr], ir: GrammarIR) -> dict[str, Expr]:
     changed = True
     while changed:
         changed = False
+        memo: dict[int, bool] = {}  # valid while prod stays the same
         for name, body in rules.items():
-            if name not in prod and _productive_expr(body, prod):
+            if name not in prod and _productive_expr(body, prod, memo):
                 prod.add(name)
                 changed = True
+                memo = {}
     barren = [n for n, b in rules.items() if n not in prod and n != ROOT and not _has_nothing_by_construction(b)]
     # blame a rule that needs itself again (a cycle among the barren rules), not one that merely calls it
     culprits = [n for n in barren if _reaches_itself(n, rules, set(barren))] or barren
@@ -166,45 +164,48 @@ def _check_productive(rules: dict[str, Expr], ir: GrammarIR) -> dict[str, Expr]:
             f'start rule "{ir.start}" matches no string', filename=ir.filename, line=line, column=col,
             source=ir.source, rule=ir.start,
         )
-    return {n: _simplify(_subst_dead(b, prod)) for n, b in rules.items() if n in prod}
+    def leaf(e: Expr) -> Expr:  # dead calls and classes with no scalar value are the empty language
+        return (e if e.name in prod else NOTHING) if isinstance(e, Ref) else _simplify_leaf(e)
+
+    done: dict[int, Expr] = {}
+    return {n: _rebuild(b, leaf, done) for n, b in rules.items() if n in prod}
 
 
 def _reaches_itself(name: str, rules: dict[str, Expr], within: set[str]) -> bool:
     seen: set[str] = set()
     todo = [name]
     while todo:
-        for r in refs_of(rules[todo.pop()]):
-            if r.name == name:
+        for r in ref_names(rules[todo.pop()]):
+            if r == name:
                 return True
-            if r.name in within and r.name not in seen:
-                seen.add(r.name)
-                todo.append(r.name)
+            if r in within and r not in seen:
+                seen.add(r)
+                todo.append(r)
     return False
 
 
 def _has_nothing_by_construction(body: Expr) -> bool:
-    return not _productive_expr(body, set(_all_names(body)))
-
-
-def _all_names(e: Expr) -> set[str]:
-    return {r.name for r in refs_of(e)}
-
-
-def _subst_dead(e: Expr, prod: set[str]) -> Expr:
-    return _map_refs(e, lambda r: r if r.name in prod else NOTHING)
+    return not _productive_expr(body, ref_names(body), {})
 
 
 def _rebuild(e: Expr, leaf, memo: dict[int, Expr]) -> Expr:  # type: ignore[no-untyped-def]
     """``e`` rebuilt through the smart constructors with ``leaf`` applied to every leaf; a subtree
-    shared by several parents (frontends share them a lot) is rebuilt once (``memo``, by id)."""
+    shared by several parents (frontends share them a lot) is rebuilt once (``memo``, by id; one
+    memo may serve several trees rebuilt with the same ``leaf`` while they stay alive).
+
+    A node whose children all come back unchanged is kept as it is: the IR is built by the smart
+    constructors only, so building it again would give an equal node."""
     got = memo.get(id(e))
     if got is None:
-        if isinstance(e, Seq):
-            got = seq(*(_rebuild(i, leaf, memo) for i in e.items))
-        elif isinstance(e, Alt):
-            got = alt(*(_rebuild(i, leaf, memo) for i in e.items))
+        if isinstance(e, (Seq, Alt)):
+            items = [_rebuild(i, leaf, memo) for i in e.items]
+            if all(a is b for a, b in zip(items, e.items)):
+                got = e
+            else:
+                got = seq(*items) if isinstance(e, Seq) else alt(*items)
         elif isinstance(e, Repeat):
-            got = repeat(_rebuild(e.expr, leaf, memo), e.min, e.max)
+            inner = _rebuild(e.expr, leaf, memo)
+            got = e if inner is e.expr else repeat(inner, e.min, e.max)
         else:
             got = leaf(e)
         memo[id(e)] = got
@@ -227,19 +228,21 @@ def _simplify(e: Expr) -> Expr:
 # ----------------------------------------------------------------------------- 3. empty strings
 
 
-def _denull_repeats(e: Expr, memo: dict[int, Expr] | None = None) -> Expr:
-    """Rewrite ``a{m,n}`` with nullable ``a`` as ``(a minus empty){0,n}``: same language, less ambiguity."""
-    memo = {} if memo is None else memo
+def _denull_repeats(e: Expr, memo: dict[int, Expr], null_memo: dict[int, bool]) -> Expr:
+    """Rewrite ``a{m,n}`` with nullable ``a`` as ``(a minus empty){0,n}``: same language, less ambiguity.
+
+    ``memo`` (rewritten nodes) and ``null_memo`` (nullable nodes) are by identity: share them only
+    between trees that stay alive meanwhile."""
     got = memo.get(id(e))
     if got is not None:
         return got
     if isinstance(e, Seq):
-        got = seq(*(_denull_repeats(i, memo) for i in e.items))
+        got = seq(*(_denull_repeats(i, memo, null_memo) for i in e.items))
     elif isinstance(e, Alt):
-        got = alt(*(_denull_repeats(i, memo) for i in e.items))
+        got = alt(*(_denull_repeats(i, memo, null_memo) for i in e.items))
     elif isinstance(e, Repeat):
-        inner = _denull_repeats(e.expr, memo)
-        if nullable(inner, set()):
+        inner = _denull_repeats(e.expr, memo, null_memo)
+        if nullable(inner, set(), null_memo):
             got = repeat(nonempty(inner), 0, e.max)
         else:
             got = repeat(inner, e.min, e.max)
@@ -254,14 +257,22 @@ def _remove_empty(rules: dict[str, Expr], start: str) -> dict[str, Expr]:
     changed = True
     while changed:
         changed = False
+        memo: dict[int, bool] = {}  # valid while null stays the same
         for name, body in rules.items():
-            if name not in null and nullable(body, null):
+            if name not in null and nullable(body, null, memo):
                 null.add(name)
                 changed = True
+                memo = {}
+
+    def leaf(e: Expr) -> Expr:  # calls of nullable rules become optional
+        return (opt(e) if e.name in null else e) if isinstance(e, Ref) else _simplify_leaf(e)
+
     out: dict[str, Expr] = {}
+    rebuilt: dict[int, Expr] = {}
+    denulled: dict[int, Expr] = {}
+    null_memo: dict[int, bool] = {}
     for name, body in rules.items():
-        body = _map_refs(body, lambda r: opt(r) if r.name in null else r)
-        body = _denull_repeats(_simplify(body))
+        body = _denull_repeats(_rebuild(body, leaf, rebuilt), denulled, null_memo)
         out[name] = body if name == ROOT else nonempty(body)
     # A rule whose only string was the empty string is now the empty language: drop its calls.
     dead = {n for n, b in out.items() if b == NOTHING and n != ROOT}
@@ -383,38 +394,45 @@ def _eliminate_left_recursion(rules: dict[str, Expr]) -> dict[str, Expr]:
 # ----------------------------------------------------------------------------- 5. inlining
 
 
-def _weight(e: Expr, weight: dict[str, int], inline: set[str]) -> int:
-    """The IR nodes of ``e`` once the rules it calls that are inlined are written out."""
-    if isinstance(e, Ref):
-        return weight.get(e.name, 1) if e.name in inline else 1
-    return sum(_weight(n, weight, inline) if isinstance(n, Ref) else 1 for n in walk(e))
+def _weight(e: Expr, weight: dict[str, int], inline: set[str], memo: dict[int, int]) -> int:
+    """The IR nodes of ``e`` once the rules it calls that are inlined are written out.
+
+    ``memo`` may serve every rule of one pass: a call's weight is fixed once its callee is decided,
+    and callees are decided before their callers (a rule of the caller's own group is never inlined)."""
+    return tree_size(e, lambda n: weight.get(n.name, 1) if isinstance(n, Ref) and n.name in inline else 1, memo)
 
 
 def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
-    graph = {n: {r.name for r in refs_of(b)} for n, b in rules.items()}
+    counts = {n: ref_counts(b) for n, b in rules.items()}
+    graph = {n: set(c) for n, c in counts.items()}
     recursive: set[str] = set()
     for comp in _sccs(graph):
         if len(comp) > 1 or comp[0] in graph[comp[0]]:
             recursive.update(comp)
     uses: dict[str, int] = {n: 0 for n in rules}
-    for b in rules.values():
-        for r in refs_of(b):
-            uses[r.name] += 1
+    for c in counts.values():
+        for r, k in c.items():
+            uses[r] += k
     # decide callees first, by the size a rule has once what it calls is inlined too (a rule that
     # calls a small rule twice, which calls one twice, ... must not double at every level)
     inline: set[str] = set()
     weight: dict[str, int] = {}
+    weighed: dict[int, int] = {}
     for comp in _sccs(graph):  # callees come before their callers
         for n in comp:
-            weight[n] = _weight(rules[n], weight, inline)
+            weight[n] = _weight(rules[n], weight, inline, weighed)
             if n != ROOT and n not in recursive and (uses[n] <= 1 or weight[n] <= _INLINE_MAX_NODES):
                 inline.add(n)
     done: dict[str, Expr] = {}
+    rebuilt: dict[int, Expr] = {}
+
+    def leaf(e: Expr) -> Expr:
+        return (expand(e.name) if e.name in inline else e) if isinstance(e, Ref) else _simplify_leaf(e)
 
     def expand(name: str) -> Expr:
         if name not in done:
             check_deadline()
-            done[name] = _simplify(_map_refs(rules[name], lambda r: expand(r.name) if r.name in inline else r))
+            done[name] = _rebuild(rules[name], leaf, rebuilt)
         return done[name]
 
     kept = [n for n in rules if n not in inline]
@@ -422,10 +440,10 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     used = {ROOT}
     todo = [ROOT]
     while todo:
-        for r in refs_of(out[todo.pop()]):
-            if r.name not in used:
-                used.add(r.name)
-                todo.append(r.name)
+        for r in ref_names(out[todo.pop()]):
+            if r not in used:
+                used.add(r)
+                todo.append(r)
     return {n: b for n, b in out.items() if n in used}
 
 
@@ -460,17 +478,28 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
         full = seq(repeat(b, q, q), opt(block(x, 1, r)) if r else EPSILON)
         return alt(seq(repeat(b, 0, q - 1), opt(block(x, 1, k - 1))), full)
 
+    sizes: dict[int, int] = {}
+    null_memo: dict[int, bool] = {}
+    done: dict[int, Expr] = {}  # by identity: every tree visited stays alive in ``rules`` or here
+
     def visit(e: Expr) -> Expr:
-        if isinstance(e, Seq):
-            return seq(*(visit(i) for i in e.items))
-        if isinstance(e, Alt):
-            return alt(*(visit(i) for i in e.items))
+        got = done.get(id(e))
+        if got is None:
+            got = done[id(e)] = _visit(e)
+        return got
+
+    def _visit(e: Expr) -> Expr:
+        if isinstance(e, (Seq, Alt)):
+            items = [visit(i) for i in e.items]
+            if all(a is b for a, b in zip(items, e.items)):
+                return e  # unchanged (see _rebuild)
+            return seq(*items) if isinstance(e, Seq) else alt(*items)
         if isinstance(e, Repeat):
             x = visit(e.expr)
-            size = node_count(x) + sum(len(n.data) for n in walk(x) if isinstance(n, Bytes))
+            size = tree_size(x, _split_weight, sizes)
             longest = e.max if e.max is not None else e.min
-            if longest * size <= REPEAT_SPLIT_SIZE or any(refs_of(x)) or nullable(x, set()):
-                return repeat(x, e.min, e.max)
+            if longest * size <= REPEAT_SPLIT_SIZE or size < 0 or nullable(x, set(), null_memo):
+                return e if x is e.expr else repeat(x, e.min, e.max)
             rest = star(x) if e.max is None else upto(x, e.max - e.min, size)
             return seq(exact(x, e.min, size), rest)
         return e
@@ -478,6 +507,17 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
     for name in rules:
         out[name] = visit(rules[name])
     return out
+
+
+_CALLS = -(1 << 60)  # a weight that makes the size of any tree with a call in it negative
+
+
+def _split_weight(e: Expr) -> int:
+    """What a node adds to the size of a repeated body: 1, plus its bytes for a literal; a call
+    makes the body's size negative (a body that calls a rule is never split)."""
+    if isinstance(e, Ref):
+        return _CALLS
+    return 1 + len(e.data) if isinstance(e, Bytes) else 1
 
 
 def _block_size(n: int) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -66,13 +66,28 @@ _MEMO_LIMIT = 200_000
 _TABLES: "weakref.WeakKeyDictionary[Automaton, tuple[Any, ...]]" = weakref.WeakKeyDictionary()
 
 
+class _PerState(dict):  # type: ignore[type-arg]
+    """state -> ``make(state)``, made on first lookup: a list of per-state values that costs nothing
+    for the states a walk never reaches (the first mask of a large automaton reads a handful)."""
+
+    def __init__(self, make: Callable[[int], Any]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, s: int) -> Any:
+        got = self[s] = self._make(s)
+        return got
+
+
 def _tables(aut: Automaton) -> tuple[Any, ...]:
-    """The automaton as Python lists (fast to index from Python), built once per automaton."""
+    """The automaton as Python lists (fast to index from Python), built once per automaton; the
+    call lists and transition rows per state as they are first read."""
     got = _TABLES.get(aut)
     if got is None:
+        trans = aut.trans
         got = _TABLES[aut] = (
             aut.byte_class.tolist(), aut.is_end.tolist(), aut.has_bytes.tolist(), aut.push_rank.tolist(),
-            [aut.calls(s) for s in range(aut.num_states)], aut.rule_start.tolist(), aut.trans.tolist(),
+            _PerState(aut.calls), aut.rule_start.tolist(), _PerState(lambda s: trans[s].tolist()),
         )
     return got
 

@@ -44,14 +44,20 @@ _U_ESCAPABLE: Ranges = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0xFFFF)
 
 
 def intersect_ranges(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> Ranges:
-    """Code points in both range lists."""
+    """Code points in both range lists (one merge over the two sorted, merged lists)."""
+    xs, ys = normalize_ranges(a), normalize_ranges(b)
     out = []
-    for lo1, hi1 in normalize_ranges(a):
-        for lo2, hi2 in normalize_ranges(b):
-            lo, hi = max(lo1, lo2), min(hi1, hi2)
-            if lo <= hi:
-                out.append((lo, hi))
-    return normalize_ranges(out)
+    i = j = 0
+    while i < len(xs) and j < len(ys):
+        (lo1, hi1), (lo2, hi2) = xs[i], ys[j]
+        lo, hi = max(lo1, lo2), min(hi1, hi2)
+        if lo <= hi:
+            out.append((lo, hi))  # disjoint from the last one, and adjacent to none: both lists are merged
+        if hi1 < hi2:
+            i += 1
+        else:
+            j += 1
+    return tuple(out)
 
 
 def subtract_ranges(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> Ranges:

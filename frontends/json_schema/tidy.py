@@ -3,7 +3,7 @@ frontend made with every non-recursive rule that is called once substituted into
 
 from __future__ import annotations
 
-from pda.ir import Alt, Expr, Ref, Repeat, Seq, alt, recursive_rules, repeat, seq
+from pda.ir import Alt, Expr, Ref, Repeat, Seq, alt, recursive_rules, ref_counts, ref_names, repeat, seq
 
 __all__ = ["inline_single_use"]
 
@@ -12,8 +12,7 @@ def inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
     """Substitute every non-recursive rule that is called once into its caller (and drop unused
     rules), so that each remaining rule's body shows its real size: the core's inliner judges a
     rule by the size of its body, and a small body calling a big single-use rule would mislead it."""
-    counted: dict[int, tuple[Expr, dict[str, int]]] = {}
-    calls = {n: _ref_counts(b, counted) for n, b in rules.items()}
+    calls = {n: ref_counts(b) for n, b in rules.items()}
     graph = {n: set(cs) for n, cs in calls.items()}
     recursive = recursive_rules(graph)
     uses: dict[str, int] = {n: 0 for n in rules}
@@ -60,27 +59,9 @@ def inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
             stack.extend((d, False) for d in graph[name] if d in single and d not in done)
     out = {n: expand(b) for n, b in rules.items() if n not in single}
     reached, todo = {root}, [root]
-    counted = {}
     while todo:
-        for r in _ref_counts(out[todo.pop()], counted):
+        for r in ref_names(out[todo.pop()]):
             if r not in reached:
                 reached.add(r)
                 todo.append(r)
     return {n: b for n, b in out.items() if n in reached}
-
-
-def _ref_counts(e: Expr, memo: dict[int, tuple[Expr, dict[str, int]]]) -> dict[str, int]:
-    """How many times each rule is referenced in ``e`` read as a tree (shared subtrees walked once)."""
-    if isinstance(e, Ref):
-        return {e.name: 1}
-    if not isinstance(e, (Seq, Alt, Repeat)):
-        return {}
-    got = memo.get(id(e))
-    if got is not None:
-        return got[1]
-    total: dict[str, int] = {}
-    for sub in (e.expr,) if isinstance(e, Repeat) else e.items:
-        for name, k in _ref_counts(sub, memo).items():
-            total[name] = total.get(name, 0) + k
-    memo[id(e)] = (e, total)
-    return total

@@ -7,11 +7,12 @@ import random
 import numpy as np
 import pytest
 
-from pda.fsm import build_rule_dfa, determinize, utf8_sequences
+from pda.errors import LimitExceededError
+from pda.fsm import _minimize, build_rule_dfa, determinize, utf8_sequences
 from pda.kernels import run_simple, run_simple_reference
 
 from .util import G
-from pda.ir import Ref, alt, chars, lit, plus, repeat, seq, star
+from pda.ir import EPSILON, NOTHING, ByteClass, CharClass, Ref, Repeat, Seq, alt, chars, lit, plus, repeat, seq, star
 
 
 def _expand(seqs: list[list[tuple[int, int]]]) -> set[bytes]:
@@ -163,3 +164,53 @@ def test_minimisation_matches_moore_refinement(seed: int) -> None:
         assert len(small.trans) == want, e
         assert _equivalent(raw, small), e
         assert small.trans.dtype == np.int32 and small.trans.shape[1] == len(raw.bounds) - 1
+
+
+# ----------------------------------------------------------------------------- Thompson kernel == Python reference
+
+
+def _same_dfa(a, b) -> bool:  # type: ignore[no-untyped-def]
+    return (a.bounds == b.bounds and np.array_equal(a.trans, b.trans) and list(a.calls) == list(b.calls)
+            and list(a.accept) == list(b.accept))
+
+
+_CORNERS = [
+    EPSILON, NOTHING, Seq(()), Repeat(lit("a"), 0, 0), Repeat(lit("ab"), 2, 2), ByteClass(()), CharClass(()),
+    ByteClass(((0, 0x7F), (0xC0, 0xFF))), seq(Ref("x"), EPSILON, Ref("y")), Repeat(EPSILON, 0, None),
+    alt(EPSILON, lit("a")), chars([(0, 0x10FFFF)]), repeat(alt(Ref("x"), chars([(0xD7F0, 0xE010)])), 1, 4),
+]
+
+
+@pytest.mark.parametrize("e", _CORNERS, ids=range(len(_CORNERS)))
+def test_thompson_kernel_matches_reference_on_corners(e) -> None:  # type: ignore[no-untyped-def]
+    index = {"x": 1, "y": 2}
+    assert _same_dfa(determinize(e, index, max_states=10_000), determinize(e, index, max_states=10_000, reference=True))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_thompson_kernel_matches_reference(seed: int) -> None:
+    """Same subset-construction DFA (numbering included) from the kernel's NFA and the Python one,
+    on random expressions whose subtrees are shared between parents (the DAGs frontends make)."""
+    rng = random.Random(seed)
+    index = {"x": 1, "y": 2}
+    for _ in range(40):
+        shared = _random_expr(rng, 3)
+        e = _random_expr(rng, 4)
+        e = alt(seq(shared, e), repeat(shared, rng.randint(0, 2), rng.choice([2, 3, None])), seq(e, shared))
+        got = determinize(e, index, max_states=100_000)
+        want = determinize(e, index, max_states=100_000, reference=True)
+        assert _same_dfa(got, want), e
+        assert _same_dfa(build_rule_dfa(e, index, max_states=100_000), _minimize(want)), e
+
+
+@pytest.mark.parametrize("e", [repeat(lit("abc"), 400, 400), repeat(chars([(0, 0x10FFFF)]), 0, 300), seq(*[lit(c) for c in "xyz"] * 1)])
+def test_thompson_kernel_state_limit_like_reference(e) -> None:  # type: ignore[no-untyped-def]
+    for limit in (2, 3, 50, 1200):
+        outcomes = []
+        for reference in (False, True):
+            try:
+                determinize(e, {}, max_states=limit, reference=reference)
+                outcomes.append("ok")
+            except LimitExceededError as exc:
+                outcomes.append(str(exc))
+        assert outcomes[0] == outcomes[1], (limit, outcomes)

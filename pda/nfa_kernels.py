@@ -1,0 +1,244 @@
+"""Thompson construction of a rule's byte NFA as one numba kernel over a flattened IR.
+
+:func:`flatten` turns a rule body into flat arrays: each *distinct* node of the expression DAG once
+(frontends share subtrees a lot, and the tree read with its copies can be 100x larger), children in
+CSR form, and every leaf as a fragment (:mod:`pda.utf8`; a reference: one call edge).
+
+:func:`thompson` then writes the NFA the way :meth:`pda.fsm.ThompsonNFA.build` does, copy for
+copy, with an explicit stack of (node, from, to) tasks instead of recursion; only the state
+numbering differs (which no DFA built from it can see).  :meth:`ThompsonNFA.build` stays the
+pure-Python reference; ``tests/core/test_fsm.py`` compares the two.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .ir import Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq
+from .utf8 import Fragment, leaf_fragment
+
+__all__ = ["FlatExpr", "flatten", "thompson", "THOMPSON_OK", "THOMPSON_TOO_MANY_STATES"]
+
+THOMPSON_OK = 0
+THOMPSON_TOO_MANY_STATES = 1
+
+# node kinds
+_SEQ, _ALT, _REPEAT, _LEAF, _EMPTY = 0, 1, 2, 3, 4
+
+
+class FlatExpr(NamedTuple):
+    """A rule body as arrays; node 0 is the root.
+
+    ``kind[i]`` (seq, alt, repeat, leaf); children ``child[child_ptr[i]:child_ptr[i+1]]``;
+    a repeat's ``rmin[i]``, ``rmax[i]`` (-1: unbounded); a leaf's fragment ``frag[i]``, whose
+    internal states number ``frag_states[f]``, whose byte edges are rows ``frag_edge_ptr[f]..``
+    of ``frag_edges`` (from, lo, hi, to; local numbers) and whose calls are rows
+    ``frag_call_ptr[f]..`` of ``frag_calls`` (from, rule, to).
+    """
+
+    kind: np.ndarray
+    child_ptr: np.ndarray
+    child: np.ndarray
+    rmin: np.ndarray
+    rmax: np.ndarray
+    frag: np.ndarray
+    frag_states: np.ndarray
+    frag_edge_ptr: np.ndarray
+    frag_edges: np.ndarray
+    frag_call_ptr: np.ndarray
+    frag_calls: np.ndarray
+
+
+def flatten(expr: Expr, rule_index: dict[str, int]) -> FlatExpr:
+    """The distinct nodes of ``expr`` as arrays (see :class:`FlatExpr`); node 0 is ``expr``."""
+    index: dict[int, int] = {}
+    nodes: list[Expr] = []
+    # number the distinct nodes (by identity) in pre-order
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if id(e) in index:
+            continue
+        index[id(e)] = len(nodes)
+        nodes.append(e)
+        if isinstance(e, (Seq, Alt)):
+            stack.extend(reversed(e.items))
+        elif isinstance(e, Repeat):
+            stack.append(e.expr)
+    n = len(nodes)
+    kind = np.empty(n, dtype=np.int64)
+    rmin = np.zeros(n, dtype=np.int64)
+    rmax = np.zeros(n, dtype=np.int64)
+    frag = np.full(n, -1, dtype=np.int64)
+    counts = np.zeros(n + 1, dtype=np.int64)
+    child: list[int] = []
+    frags: dict[Fragment, int] = {}
+    for i, e in enumerate(nodes):
+        if isinstance(e, (Seq, Alt)):
+            kind[i] = _SEQ if isinstance(e, Seq) else _ALT
+            child.extend(index[id(c)] for c in e.items)
+            counts[i + 1] = len(e.items)
+        elif isinstance(e, Repeat):
+            kind[i] = _REPEAT
+            child.append(index[id(e.expr)])
+            counts[i + 1] = 1
+            rmin[i] = e.min
+            rmax[i] = -1 if e.max is None else e.max
+        elif isinstance(e, Ref):
+            kind[i] = _LEAF
+            f: Fragment = (0, (), ((0, rule_index[e.name], 1),))
+            frag[i] = frags.setdefault(f, len(frags))
+        elif isinstance(e, Bytes) and not e.data:
+            kind[i] = _EMPTY
+        elif isinstance(e, (Bytes, CharClass, ByteClass)):
+            kind[i] = _LEAF
+            frag[i] = frags.setdefault(leaf_fragment(e), len(frags))
+        else:
+            raise TypeError(f"not an IR node: {e!r}")
+    fl = list(frags)
+    frag_states = np.array([f[0] for f in fl], dtype=np.int64)
+    frag_edge_ptr = np.zeros(len(fl) + 1, dtype=np.int64)
+    frag_edge_ptr[1:] = np.cumsum([len(f[1]) for f in fl])
+    frag_call_ptr = np.zeros(len(fl) + 1, dtype=np.int64)
+    frag_call_ptr[1:] = np.cumsum([len(f[2]) for f in fl])
+    frag_edges = np.array([r for f in fl for r in f[1]], dtype=np.int64).reshape(-1, 4)
+    frag_calls = np.array([r for f in fl for r in f[2]], dtype=np.int64).reshape(-1, 3)
+    return FlatExpr(kind, np.cumsum(counts), np.array(child, dtype=np.int64), rmin, rmax, frag, frag_states,
+                    frag_edge_ptr, frag_edges, frag_call_ptr, frag_calls)
+
+
+@njit(cache=True, nogil=True)
+def _room(a, need):  # type: ignore[no-untyped-def]
+    """``a`` with room for at least ``need`` rows (doubling)."""
+    if need <= a.shape[0]:
+        return a
+    b = np.empty((max(need, 2 * a.shape[0]),) + a.shape[1:], dtype=a.dtype)
+    b[: a.shape[0]] = a
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _push(rows, k, a, b, c):  # type: ignore[no-untyped-def]
+    """Write row ``k`` = (a, b, c) of a (room-checked) 3-column array; returns ``k + 1``."""
+    rows[k, 0] = a
+    rows[k, 1] = b
+    rows[k, 2] = c
+    return k + 1
+
+
+@njit(cache=True, nogil=True)
+def _eps(eps, k, a, b):  # type: ignore[no-untyped-def]
+    """Write epsilon edge ``k`` = (a, b) (room-checked); returns ``k + 1``."""
+    eps[k, 0] = a
+    eps[k, 1] = b
+    return k + 1
+
+
+@njit(cache=True, nogil=True)
+def thompson(kind, child_ptr, child, rmin, rmax, frag, frag_states, frag_edge_ptr, frag_edges,  # type: ignore[no-untyped-def]
+             frag_call_ptr, frag_calls, max_states):
+    """The Thompson NFA of node 0 (see the module docstring) from state 0 (start) to 1 (end).
+
+    Returns ``(status, n, eps, edges, calls)``: ``n`` states, ``eps`` rows (from, to), ``edges``
+    rows (from, lo, hi, to), ``calls`` rows (from, rule, to).  ``status`` is
+    :data:`THOMPSON_TOO_MANY_STATES` once ``n`` would pass ``max_states``.
+    """
+    eps = np.empty((64, 2), dtype=np.int64)
+    edges = np.empty((64, 4), dtype=np.int64)
+    calls = np.empty((16, 3), dtype=np.int64)
+    ne = 0
+    nb = 0
+    nc = 0
+    if max_states < 2:
+        return THOMPSON_TOO_MANY_STATES, 0, eps[:0], edges[:0], calls[:0]
+    n = 2
+    tasks = np.empty((64, 3), dtype=np.int64)
+    nt = _push(tasks, 0, 0, 0, 1)
+    while nt > 0:
+        nt -= 1
+        node = tasks[nt, 0]
+        s = tasks[nt, 1]
+        t = tasks[nt, 2]
+        k = kind[node]
+        if k == _LEAF:
+            f = frag[node]
+            base = n - 2
+            n += frag_states[f]
+            if n > max_states:
+                return THOMPSON_TOO_MANY_STATES, n, eps[:0], edges[:0], calls[:0]
+            lo = frag_edge_ptr[f]
+            hi = frag_edge_ptr[f + 1]
+            edges = _room(edges, nb + hi - lo)
+            for j in range(lo, hi):
+                a = frag_edges[j, 0]
+                b = frag_edges[j, 3]
+                edges[nb, 0] = s if a == 0 else (t if a == 1 else base + a)
+                edges[nb, 1] = frag_edges[j, 1]
+                edges[nb, 2] = frag_edges[j, 2]
+                edges[nb, 3] = s if b == 0 else (t if b == 1 else base + b)
+                nb += 1
+            for j in range(frag_call_ptr[f], frag_call_ptr[f + 1]):
+                calls = _room(calls, nc + 1)
+                a = frag_calls[j, 0]
+                b = frag_calls[j, 2]
+                nc = _push(calls, nc, s if a == 0 else (t if a == 1 else base + a), frag_calls[j, 1],
+                           s if b == 0 else (t if b == 1 else base + b))
+            continue
+        if k == _EMPTY:
+            eps = _room(eps, ne + 1)
+            ne = _eps(eps, ne, s, t)
+            continue
+        c0 = child_ptr[node]
+        c1 = child_ptr[node + 1]
+        if k == _SEQ:
+            m = c1 - c0
+            if n + m - 1 > max_states:
+                return THOMPSON_TOO_MANY_STATES, n + m - 1, eps[:0], edges[:0], calls[:0]
+            tasks = _room(tasks, nt + m)
+            cur = s
+            for i in range(m):
+                if i == m - 1:
+                    nxt = t
+                else:
+                    nxt = n
+                    n += 1
+                nt = _push(tasks, nt, child[c0 + i], cur, nxt)
+                cur = nxt
+        elif k == _ALT:
+            tasks = _room(tasks, nt + c1 - c0)
+            for i in range(c0, c1):
+                nt = _push(tasks, nt, child[i], s, t)
+        else:  # repeat
+            x = child[c0]
+            lo = rmin[node]
+            hi = rmax[node]
+            copies = lo + (1 if hi < 0 else hi - lo)
+            extra = lo + (2 if hi < 0 else hi - lo)
+            if n + extra > max_states:
+                return THOMPSON_TOO_MANY_STATES, n + extra, eps[:0], edges[:0], calls[:0]
+            tasks = _room(tasks, nt + copies)
+            cur = s
+            for _ in range(lo):
+                nt = _push(tasks, nt, x, cur, n)
+                cur = n
+                n += 1
+            if hi < 0:
+                loop = n
+                n += 2
+                eps = _room(eps, ne + 3)
+                ne = _eps(eps, ne, cur, loop)
+                ne = _eps(eps, ne, loop + 1, loop)
+                ne = _eps(eps, ne, loop, t)
+                nt = _push(tasks, nt, x, loop, loop + 1)
+            else:
+                eps = _room(eps, ne + hi - lo + 1)
+                for _ in range(hi - lo):
+                    ne = _eps(eps, ne, cur, t)
+                    nt = _push(tasks, nt, x, cur, n)
+                    cur = n
+                    n += 1
+                ne = _eps(eps, ne, cur, t)
+    return THOMPSON_OK, n, eps[:ne], edges[:nb], calls[:nc]

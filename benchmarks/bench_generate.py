@@ -21,7 +21,11 @@ favours punctuation *inside* strings), and a string's contents are never forced,
 what jump-forward saves on real output.  ``--replay D`` measures that instead: for each schema, up
 to ``D`` of its test documents marked valid (written by Llama 70B, or the benchmark's ground truth)
 that the grammar accepts are written by :class:`pda.models.ReplayModel`, greedily, in each mode;
-the table then gives the passes each decoder spends on exactly those documents.
+the table then gives the passes each decoder spends on exactly those documents.  With
+``--replay-cost`` each replayed pass also runs the random model on the same ids (its logits
+dropped), so the wall-clock ratio compares the decoders on identical text at a real pass's cost.
+``--warmup N`` runs each mode N times untimed first (same seed, so the same states): otherwise the
+mode that runs first pays the grammar's first visits of states for both.
 
 Each output is checked: a complete output must be accepted by its grammar, and a schema output must
 validate under ``jsonschema`` with format checking.  Writes ``generate.jsonl`` (every run, appended
@@ -120,6 +124,46 @@ def string_value_tokens(token_bytes: list[bytes], ids: list[int]) -> tuple[int, 
     return len(spans), count
 
 
+class _BothCaches:
+    """The KV caches of a :class:`CostedReplay`: the replay's and the real model's, cropped together."""
+
+    def __init__(self, replay: Any, real: Any) -> None:
+        self.replay, self.real = replay, real
+
+    def crop(self, max_length: int) -> None:
+        self.replay.crop(max_length)
+        self.real.crop(max_length)
+
+
+class CostedReplay:
+    """A :class:`pda.models.ReplayModel` whose every call also runs ``real`` (the random Llama) on the
+    same token ids with its own KV cache, its logits dropped: a trained model's text at a real
+    model's cost per forward pass, so both decoders write the identical document and the wall-clock
+    ratio compares them on the same text (``--replay-cost``)."""
+
+    def __init__(self, replay: Any, real: Any) -> None:
+        self.replay, self.real = replay, real
+        self.config = replay.config
+
+    def parameters(self) -> Any:
+        return self.real.parameters()
+
+    def __call__(self, input_ids: Any, past_key_values: Any = None, use_cache: bool = True,
+                 logits_to_keep: int = 1, **kw: Any) -> Any:
+        from transformers import DynamicCache
+
+        caches = past_key_values if isinstance(past_key_values, _BothCaches) else _BothCaches(None, DynamicCache())
+        device = next(self.real.parameters()).device
+        real = self.real(input_ids=input_ids.to(device), past_key_values=caches.real, use_cache=True,
+                         logits_to_keep=logits_to_keep)
+        real.logits.sum().item()  # wait for the pass (a device sync), as sampling from it would
+        out = self.replay(input_ids.cpu(), past_key_values=caches.replay, use_cache=use_cache,
+                          logits_to_keep=logits_to_keep)
+        caches.replay, caches.real = out.past_key_values, real.past_key_values
+        out.past_key_values = caches
+        return out
+
+
 def _validator(schema: Any) -> Any:
     import jsonschema
 
@@ -182,15 +226,18 @@ def run(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
             for i, doc in enumerate(docs):
                 replay = ReplayModel(info.token_bytes, doc, prompt, tok.encode(doc, add_special_tokens=False),
                                      tok.eos_token_id, info.special_token_ids)
+                if args.replay_cost:
+                    replay = CostedReplay(replay, target)
                 cases.append((i, replay, replay, doc))
         else:
             cases = [(seed, target, draft, None) for seed in range(args.seeds)]
         for seed, model, draft_model, doc in cases:
             for mode in modes:
                 jf, sp = MODES[mode]
-                r = pda.generate(model, tok, compiled, prompt, seed=seed, max_new_tokens=args.max_new_tokens,
-                                 jump_forward=jf, draft_model=draft_model if sp else None, draft_tokens=4,
-                                 greedy=doc is not None)
+                for _ in range(1 + args.warmup):  # the same seed: a warm-up run meets the same states first
+                    r = pda.generate(model, tok, compiled, prompt, seed=seed, max_new_tokens=args.max_new_tokens,
+                                     jump_forward=jf, draft_model=draft_model if sp else None, draft_tokens=4,
+                                     greedy=doc is not None)
                 row = {"family": family, "id": wid, "seed": seed, "mode": mode, **r.stats}
                 if doc is not None:
                     row["reproduced"] = r.text == doc
@@ -334,6 +381,10 @@ def main() -> None:
                          "operation wait for the scheduler, 10x slower); 0 leaves torch's default")
     ap.add_argument("--offset", type=int, default=0, help="skip the first N schemas of each family")
     ap.add_argument("--families", default="", help="comma-separated jsonschemabench families (default: all)")
+    ap.add_argument("--warmup", type=int, default=0, metavar="N",
+                    help="run each mode N times untimed first (same seed): the timed run meets no first visits")
+    ap.add_argument("--replay-cost", action="store_true",
+                    help="with --replay: every replayed pass also runs the random model (its cost, not its text)")
     ap.add_argument("--replay", type=int, default=0, metavar="D",
                     help="instead of the random model, replay up to D valid documents of each schema's tests "
                          "(written by Llama 70B or taken from the benchmark's ground truth), greedily")

@@ -349,7 +349,7 @@ def report(rows: list[dict[str, Any]], out_dir: Path | None) -> None:
         print("matplotlib is missing (pip install -e '.[bench]'): no plot", file=sys.stderr)
         return
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
-    names = fams + ["ALL schema", "ALL ebnf"]
+    names = [n for n in fams + ["ALL schema", "ALL ebnf"] if n in summary]
     width = 0.8 / max(1, len(modes))
     for j, m in enumerate(modes):
         xs = [i + j * width for i in range(len(names))]

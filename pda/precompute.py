@@ -33,26 +33,33 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
-import xxhash
 
 from .automaton import Automaton
 from .kernels import set_bits
+from .lookahead import LookaheadScratch, byte_runs, first_byte_weight, lookahead_key, make_scratch
 from .token_walk import KernelAutomaton, Workspace, make_workspace, partition_codes, walk_tokens
 from .normalize import REPEAT_PREFIX
 from .share import SHARED_PREFIX
+from .token_groups import GROUPS, GroupSpec, TokenGroup, token_groups
 from .tokenizer import TokenizerInfo
 
 __all__ = [
     "StateClasses", "TokenClasses", "precompute_classes", "return_sites", "kernel_automaton", "max_token_length",
-    "region_fingerprint", "ESCAPE_RETURN_SITES",
+    "ESCAPE_RETURN_SITES", "LOOKAHEAD_GROUPS", "LOOKAHEAD_MIN_TOKENS",
 ]
 
 # A rule called from more places than this is walked with escapes rather than context expansion.
 ESCAPE_RETURN_SITES = 16
-# Regions larger than this many states are not fingerprinted (their classes stay per grammar).
-_REGION_LIMIT = 64
+# The groups the vocabulary is split into; each group's tokens are classified under a key of the
+# state's automaton bounded by the group's bytes and longest token.  None: one group, walked from
+# every state on its own (no sharing).
+LOOKAHEAD_GROUPS: tuple[GroupSpec, ...] | None = GROUPS
+# A state whose first bytes start fewer tokens than this is walked over the whole vocabulary at
+# once, without keys: its walk costs less than the keys.
+LOOKAHEAD_MIN_TOKENS = 16384
 
 
 def max_token_length(trie) -> int:  # type: ignore[no-untyped-def]
@@ -94,6 +101,33 @@ class StateClasses:
             set_bits(row, self.accepted_ids)
 
 
+class _Part(NamedTuple):
+    """The classes of the tokens of one length level: accepted token ids (any order) and uncertain
+    sorted-trie indices of the whole vocabulary (ascending)."""
+
+    accepted: np.ndarray
+    uncertain: np.ndarray
+
+    def nbytes(self) -> int:
+        return int(self.accepted.nbytes + self.uncertain.nbytes)
+
+    def classes(self, words: int) -> StateClasses:
+        """As :class:`StateClasses`, the accepted tokens as ids or as a bitmask row, whichever is smaller."""
+        if self.accepted.shape[0] > words:
+            bits = np.zeros(words, dtype=np.int32)
+            set_bits(bits, self.accepted)
+            return StateClasses(None, bits, self.uncertain)
+        return StateClasses(np.sort(self.accepted), None, self.uncertain)
+
+    @staticmethod
+    def union(parts: list[_Part], words: int) -> StateClasses:
+        """The classes of the tokens of all the (disjoint) levels ``parts``."""
+        if len(parts) == 1:
+            return parts[0].classes(words)
+        return _Part(np.concatenate([p.accepted for p in parts]),
+                     np.sort(np.concatenate([p.uncertain for p in parts]))).classes(words)
+
+
 class TokenClasses:
     """The token classes of every state that can be a top, computed eagerly or on first use.
 
@@ -110,8 +144,14 @@ class TokenClasses:
         self._aut = aut
         self._tok = tok
         self._trie = tok.trie
-        self._all = np.arange(self._trie.order.shape[0], dtype=np.int32)
         self._maxlen = max_token_length(self._trie)
+        self._groups = token_groups(tok, LOOKAHEAD_GROUPS or ())
+        self._whole = token_groups(tok, ())[0]
+        self._keyed = LOOKAHEAD_GROUPS is not None
+        self._cap = max((g.spec.cap for g in self._groups), default=0)
+        self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
+        first = np.bincount(self._trie.data[self._trie.offsets[:-1]], minlength=256)
+        self._class_weight = np.bincount(aut.byte_class, weights=first, minlength=aut.num_classes).astype(np.int64)
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -137,47 +177,72 @@ class TokenClasses:
             ws = self._local.ws = make_workspace(self._maxlen)
         return ws
 
-    def _classify(self, s: int, ws: Workspace) -> StateClasses:
-        """Walk the vocabulary from a bare frame holding only ``s``.
+    def _scratch(self) -> LookaheadScratch:
+        sc = getattr(self._local, "scratch", None)
+        if sc is None:
+            sc = self._local.scratch = make_scratch(self._aut.num_states, self._cap)
+        return sc
+
+    def _walk(self, level: TokenGroup, s: int, ws: Workspace) -> _Part:
+        """The classes of the tokens of group ``level`` from a bare frame holding only ``s``.
 
         A token the start of an escaping rule that ``s`` calls accepts is accepted from ``s`` too
         (consumed inside the callee's frame), so only the other tokens are walked: from a state
         that opens a JSON string, the few thousand tokens that close it, not all 129k."""
-        trie, words = self._trie, self.words
-        cand = self._all
         pre: np.ndarray | None = None
         for r, _ in self._aut.calls(s):
             start = int(self._aut.rule_start[r])
             if self.kernel.rule_escape[r] and start != s:
-                mask = self.get(start).accepted_mask(trie.order, self.words)
+                mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
                 pre = mask if pre is None else pre | mask
         if pre is not None and pre.sum() * 2 < pre.shape[0]:
-            pre = None  # a walk of most of the vocabulary is faster over all of it (lcp skips, loops)
-        if pre is not None:
-            cand = self._all[~pre]
+            pre = None  # a walk of most of the level is faster over all of it (lcp skips, loops)
+        cand = level.cand if pre is None else level.cand[~pre]
         out = np.empty(cand.shape[0], dtype=np.int8)
-        walk_tokens(self.kernel, trie, cand, s, np.zeros(0, dtype=np.int32), True, out, ws)
-        acc, unc = partition_codes(out, cand, trie.order)
+        walk_tokens(self.kernel, level.trie, cand, s, np.zeros(0, dtype=np.int32), True, out, ws)
+        acc, unc = partition_codes(out, cand, level.trie.order)
         if pre is not None:
-            acc = np.concatenate([trie.order[pre], acc])
-        if acc.shape[0] > words:
-            bits = np.zeros(words, dtype=np.int32)
-            set_bits(bits, acc.astype(np.int32))
-            return StateClasses(None, bits, unc)
-        return StateClasses(np.sort(acc), None, unc)
+            acc = np.concatenate([level.trie.order[pre], acc])
+        return _Part(acc, level.to_main[unc] if level.trie is not self._trie else unc)
+
+    def _classify(self, s: int, ws: Workspace) -> tuple[StateClasses, bool]:
+        """Walk the vocabulary from a bare frame holding only ``s``.  A state whose first bytes
+        start at least ``LOOKAHEAD_MIN_TOKENS`` tokens is classified one token group at a time,
+        and a group whose bounded region has a key takes its classes from the tokenizer's cache.
+        Returns the classes and whether some group came from the cache."""
+        A, sc = self.kernel, self._scratch()
+        weight = -1
+        if self._keyed:
+            weight = first_byte_weight(A.trans, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start,
+                                       A.state_rule, A.ret_ptr, A.ret_state, A.rule_escape, self._class_weight, s,
+                                       self._cap, sc.ids, sc.order, sc.depth)
+        if weight < LOOKAHEAD_MIN_TOKENS:
+            return self._walk(self._whole, s, ws).classes(self.words), False
+        cache = self._tok.class_cache
+        parts = []
+        failed: dict[str, int] = {}  # byte set -> the least bound whose region passed the cap
+        shared = False
+        for g in self._groups:
+            name = g.spec.name
+            key = None
+            if g.k < failed.get(name, g.k + 1) and g.spec.cap > 0:
+                key = lookahead_key(A, self._runs[name], name, s, g.k, g.spec.cap, sc)
+                if key is None:
+                    failed[name] = min(g.k, failed.get(name, g.k))
+            if key is None:
+                parts.append(self._walk(g, s, ws))
+                continue
+            before = cache.misses
+            parts.append(cache.get(key, lambda: self._walk(g, s, ws), _Part.nbytes))  # type: ignore[arg-type]
+            shared |= cache.misses == before
+        return _Part.union(parts, self.words), shared
 
     def _compute(self, chunk: list[int], ws: Workspace, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]
         got = []
         for s in chunk:
-            key = region_fingerprint(self._aut, self.kernel, s)
-            if key is None:
-                cls = self._classify(s, ws)
-            else:
-                before = self._tok.class_cache.misses
-                cls = self._tok.class_cache.get(key, lambda: self._classify(s, ws), lambda c: c.nbytes)
-                if self._tok.class_cache.misses == before:
-                    self.shared_hits += 1
+            cls, shared = self._classify(s, ws)
             with self._lock:
+                self.shared_hits += shared
                 cls = self.by_state.setdefault(s, cls)
                 if progress is not None:
                     progress(len(self.by_state), len(self.states))
@@ -238,49 +303,8 @@ def kernel_automaton(aut: Automaton) -> KernelAutomaton:
     escape = np.array([n.startswith((SHARED_PREFIX, REPEAT_PREFIX)) for n in aut.rule_names], dtype=np.bool_)
     escape |= np.diff(ret_ptr) > ESCAPE_RETURN_SITES
     return KernelAutomaton(aut.trans, aut.byte_class, aut.is_end, aut.call_ptr, aut.call_rule, aut.call_return,
-                           aut.rule_start, aut.state_rule, ret_ptr, ret_state, aut.simple, escape)
-
-
-def region_fingerprint(aut: Automaton, kernel: KernelAutomaton, state: int) -> bytes | None:
-    """A canonical digest of everything a bare-frame walk from ``state`` can read, or None.
-
-    Only for states of escaping rules (a walk from them never reads the grammar beyond the states
-    reachable by bytes and calls) whose region has at most ``_REGION_LIMIT`` states.  The states
-    are numbered in breadth-first order from ``state``; each contributes whether it is an end, its
-    256 byte successors and its calls, in those numbers.  Equal digests mean isomorphic regions,
-    so equal classes, in any grammar."""
-    if not kernel.rule_escape[aut.state_rule[state]]:
-        return None
-    ids = {state: 0}
-    order = [state]
-    h = xxhash.xxh3_128(b"pda-region-v1")
-    i = 0
-    while i < len(order):
-        q = order[i]
-        i += 1
-        row = aut.trans[q][aut.byte_class]
-        targets, first = np.unique(row, return_index=True)
-        for t in targets[np.argsort(first)].tolist():
-            if t >= 0 and t not in ids:
-                ids[t] = len(order)
-                order.append(t)
-        calls = []
-        for r, ret in aut.calls(q):
-            for t in (int(aut.rule_start[r]), ret):
-                if t not in ids:
-                    ids[t] = len(order)
-                    order.append(t)
-            calls += [ids[int(aut.rule_start[r])], ids[ret]]
-        if len(order) > _REGION_LIMIT:
-            return None
-        lut = np.full(targets.shape[0], -1, dtype=np.int32)
-        for k, t in enumerate(targets.tolist()):
-            if t >= 0:
-                lut[k] = ids[t]
-        h.update(bytes([1 if aut.is_end[q] else 0]))
-        h.update(lut[np.searchsorted(targets, row)].astype("<i4").tobytes())
-        h.update(np.asarray([len(calls), *calls], dtype="<i4").tobytes())
-    return h.digest()
+                           aut.rule_start, aut.state_rule, ret_ptr, ret_state, aut.simple, escape,
+                           (aut.trans == np.arange(aut.num_states, dtype=aut.trans.dtype)[:, None]).any(axis=1))
 
 
 def precompute_classes(aut: Automaton, tok: TokenizerInfo, progress=None, *,  # type: ignore[no-untyped-def]

@@ -1,25 +1,28 @@
-"""Bounded-lookahead keys: what a token walk of at most ``k`` bytes can see from a state.
+"""Bounded-lookahead keys: what a token walk of at most ``k`` bytes of a byte set can see from a state.
 
 A token of ``L`` bytes walked from a bare frame holding state ``s`` (:func:`pda.token_walk.walk_tokens`
 with context expansion) only ever meets states that ``L`` byte steps can reach from ``s``, plus the
 moves that read no byte: calls (a callee's start, and the caller's state after the call), and, at
 a rule end on the frame bottom, the rule's return sites (context expansion) or, for an escaping
 rule, the escape.  So two states whose automata agree up to ``k`` bytes give every token of at
-most ``k`` bytes the same class, in any grammar.
+most ``k`` bytes the same class, in any grammar.  A token made only of the bytes of a set ``X``
+moreover follows only byte moves labelled in ``X``: agreeing on those is enough for it.
 
 :func:`lookahead_key` writes that bounded part of the automaton down canonically and hashes it:
 
-* states are numbered in the order a layered breadth-first search from ``s`` meets them: layer
-  ``d`` holds the states whose fewest bytes from ``s`` is ``d``; a layer is closed under the moves
-  that read no byte (calls, call returns, return sites) before its byte successors open layer
-  ``d + 1``; the search stops at layer ``k``;
+* states are numbered in the order a layered breadth-first search from ``s`` over the bytes of
+  ``X`` (ascending) meets them: layer ``d`` holds the states whose fewest bytes from ``s`` is
+  ``d``; a layer is closed under the moves that read no byte (calls, call returns, return sites)
+  before its byte successors open layer ``d + 1``; the search stops at layer ``k``;
 * each state then contributes, in those numbers: whether it is an end, whether its rule escapes,
   its calls (callee start, return state), its return sites when it is an end of a rule that does
-  not escape, and, below layer ``k`` only, its byte successors as runs over the 256 byte values.
+  not escape, and, below layer ``k`` only, its successors on the bytes of ``X`` as runs of byte
+  values (a run starts where the successor changes).
 
 The digest names the bounded automaton up to renumbering, independently of state numbers, byte
-classes and grammars: equal digests (with the same ``k``) mean isomorphic walk regions, so equal
-classes for every token of at most ``k`` bytes.  A region of more than ``cap`` states gets no key.
+classes and grammars: equal digests (with the same ``k`` and ``X``) mean isomorphic walk regions,
+so equal classes for every token of at most ``k`` bytes of ``X``.  A region of more than ``cap``
+states gets no key.
 """
 
 from __future__ import annotations

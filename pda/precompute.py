@@ -12,17 +12,27 @@ from a bare frame holding only ``s`` (:func:`pda.token_walk.walk_tokens`) and so
 Accepted tokens are stored as a sorted id list or as a bitmask row, whichever is smaller;
 uncertain tokens as sorted-trie indices, checked at run time against the real stack.
 
-**Shared rules and shared classes.**  Context expansion is exact but ties a state's classes to
-the places its rule is called from.  A rule that normalisation made out of a repeated piece
-(:data:`pda.share.SHARED_PREFIX`; every JSON string of a schema calls the same one), a block of a
-long counted repeat (:data:`pda.normalize.REPEAT_PREFIX`), or any
-rule called from more than :data:`ESCAPE_RETURN_SITES` places, is walked without it: a token that
-can leave such a rule's frame is *uncertain* (``rule_escape``), whatever follows, and the matcher
-decides it against the real stack.  The classes of a state in such a rule then depend only on
-the automaton the walk can reach from it, so they are keyed by a canonical fingerprint of that
-region (:func:`region_fingerprint`) and kept in a cache of the tokenizer
-(:attr:`pda.TokenizerInfo.class_cache`), shared by every grammar compiled for it: the string,
-number and other lexical rules that every JSON Schema writes are classified once per process.
+**Escaping rules.**  Context expansion is exact but ties a state's classes to the places its rule
+is called from.  A rule that normalisation made out of a repeated piece
+(:data:`pda.share.SHARED_PREFIX`), a block of a long counted repeat
+(:data:`pda.normalize.REPEAT_PREFIX`), or any rule called from more than
+:data:`ESCAPE_RETURN_SITES` places, is walked without it: a token that can leave such a rule's
+frame is *uncertain* (``rule_escape``), whatever follows, and the matcher decides it against the
+real stack.
+
+**Shared classes (bounded lookahead).**  A token of at most ``k`` bytes made only of the bytes of a
+set ``X`` reads only the part of the automaton that ``k`` moves on ``X`` bytes (and the moves that
+read no byte) reach from ``s``.  So the vocabulary is split into groups by byte set and length
+(:mod:`pda.token_groups`: word-like tokens of at most 8, 16 and more bytes, tokens without a quote
+or backslash, the rest), and each group's classes from ``s`` are kept under a canonical digest of
+that bounded region (:func:`pda.lookahead.lookahead_key`) in a cache of the tokenizer
+(:attr:`pda.TokenizerInfo.class_cache`), shared by every state and every grammar compiled for it.
+Every position of a counted string far from its limit, in every schema, has the same region for
+the word-like tokens; so do the positions inside the blocks of long repeats.  A state whose
+first bytes start fewer than :data:`LOOKAHEAD_MIN_TOKENS` tokens (a key, a number, punctuation) is
+walked over the whole vocabulary at once: its walk costs less than the keys.  A group whose region
+has more states than the group's cap is walked from the state.  The classes are the same as
+without sharing, state by state (``tests/test_batch_and_mask_cache.py`` compares them).
 """
 
 from __future__ import annotations

@@ -471,6 +471,16 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                     valid = d
                     result = dead_res
                     break
+                if simple[t]:  # _single's first case, written out: a call per byte costs ~80 ns here
+                    esc[d + 1] = esc[d]
+                    st[d + 1, 0] = t
+                    nd[d + 1, 0] = nd[d, 0]
+                    cx[d + 1, 0] = cx[d, 0]
+                    cnt[d + 1] = 1
+                    lazy[d + 1] = 0
+                    d += 1
+                    a_top[d] = n_nodes[0]
+                    continue
                 if _single(d, t, nd[d, 0], cx[d, 0], expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
                     d += 1
                     a_top[d] = n_nodes[0]

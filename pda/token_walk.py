@@ -503,6 +503,29 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                 d += 1
                 a_top[d] = n_nodes[0]
                 continue
+            m = 0  # seeds that are all simple need no closure: set d + 1 is the distinct seeds
+            for k in range(ns):
+                if not simple[seeds_s[k]]:
+                    m = -1
+                    break
+            if m == 0:
+                for k in range(ns):
+                    dup = False
+                    for q in range(m):
+                        if st[d + 1, q] == seeds_s[k] and nd[d + 1, q] == seeds_n[k] and cx[d + 1, q] == seeds_c[k]:
+                            dup = True
+                            break
+                    if not dup:
+                        st[d + 1, m] = seeds_s[k]
+                        nd[d + 1, m] = seeds_n[k]
+                        cx[d + 1, m] = seeds_c[k]
+                        m += 1
+                cnt[d + 1] = m
+                esc[d + 1] = esc[d]
+                lazy[d + 1] = 0
+                d += 1
+                a_top[d] = n_nodes[0]
+                continue
             ok = _closure(d + 1, ns, n_nodes[0], n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
                     seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
                     ret_state, call_ptr, call_rule, call_return, rule_start)

@@ -43,7 +43,6 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
@@ -111,31 +110,28 @@ class StateClasses:
             set_bits(row, self.accepted_ids)
 
 
-class _Part(NamedTuple):
-    """The classes of the tokens of one length level: accepted token ids (any order) and uncertain
-    sorted-trie indices of the whole vocabulary (ascending)."""
+def _classes_of(acc: np.ndarray, unc: np.ndarray, words: int) -> StateClasses:
+    """Classes from accepted token ids (any order) and uncertain sorted-trie indices (ascending),
+    the accepted ones stored as ids or as a bitmask row, whichever is smaller."""
+    if acc.shape[0] > words:
+        bits = np.zeros(words, dtype=np.int32)
+        set_bits(bits, acc.astype(np.int32, copy=False))
+        return StateClasses(None, bits, unc)
+    return StateClasses(np.sort(acc), None, unc)
 
-    accepted: np.ndarray
-    uncertain: np.ndarray
 
-    def nbytes(self) -> int:
-        return int(self.accepted.nbytes + self.uncertain.nbytes)
-
-    def classes(self, words: int) -> StateClasses:
-        """As :class:`StateClasses`, the accepted tokens as ids or as a bitmask row, whichever is smaller."""
-        if self.accepted.shape[0] > words:
-            bits = np.zeros(words, dtype=np.int32)
-            set_bits(bits, self.accepted)
-            return StateClasses(None, bits, self.uncertain)
-        return StateClasses(np.sort(self.accepted), None, self.uncertain)
-
-    @staticmethod
-    def union(parts: list[_Part], words: int) -> StateClasses:
-        """The classes of the tokens of all the (disjoint) levels ``parts``."""
-        if len(parts) == 1:
-            return parts[0].classes(words)
-        return _Part(np.concatenate([p.accepted for p in parts]),
-                     np.sort(np.concatenate([p.uncertain for p in parts]))).classes(words)
+def _union(parts: list[StateClasses], words: int) -> StateClasses:
+    """The classes of the tokens of all the (disjoint) groups ``parts``."""
+    if len(parts) == 1:
+        return parts[0]
+    unc = np.sort(np.concatenate([p.uncertain for p in parts]))
+    if sum(p.num_accepted for p in parts) > words:
+        row = np.zeros(words, dtype=np.int32)
+        for p in parts:
+            p.or_accepted_into(row)
+        return StateClasses(None, row, unc)
+    # each part is stored as ids (it has at most as many as the whole)
+    return StateClasses(np.sort(np.concatenate([p.accepted_ids for p in parts])), None, unc)  # type: ignore[misc]
 
 
 class TokenClasses:
@@ -193,7 +189,7 @@ class TokenClasses:
             sc = self._local.scratch = make_scratch(self._aut.num_states, self._cap)
         return sc
 
-    def _walk(self, level: TokenGroup, s: int, ws: Workspace) -> _Part:
+    def _walk(self, level: TokenGroup, s: int, ws: Workspace) -> StateClasses:
         """The classes of the tokens of group ``level`` from a bare frame holding only ``s``.
 
         A token the start of an escaping rule that ``s`` calls accepts is accepted from ``s`` too
@@ -213,7 +209,7 @@ class TokenClasses:
         acc, unc = partition_codes(out, cand, level.trie.order)
         if pre is not None:
             acc = np.concatenate([level.trie.order[pre], acc])
-        return _Part(acc, level.to_main[unc] if level.trie is not self._trie else unc)
+        return _classes_of(acc, level.to_main[unc] if level.trie is not self._trie else unc, self.words)
 
     def _classify(self, s: int, ws: Workspace) -> tuple[StateClasses, bool]:
         """Walk the vocabulary from a bare frame holding only ``s``.  A state whose first bytes
@@ -227,7 +223,7 @@ class TokenClasses:
                                        A.state_rule, A.ret_ptr, A.ret_state, A.rule_escape, self._class_weight, s,
                                        self._cap, sc.ids, sc.order, sc.depth)
         if weight < LOOKAHEAD_MIN_TOKENS:
-            return self._walk(self._whole, s, ws).classes(self.words), False
+            return self._walk(self._whole, s, ws), False
         cache = self._tok.class_cache
         parts = []
         failed: dict[str, int] = {}  # byte set -> the least bound whose region passed the cap
@@ -243,9 +239,9 @@ class TokenClasses:
                 parts.append(self._walk(g, s, ws))
                 continue
             before = cache.misses
-            parts.append(cache.get(key, lambda: self._walk(g, s, ws), _Part.nbytes))  # type: ignore[arg-type]
+            parts.append(cache.get(key, lambda: self._walk(g, s, ws), lambda c: c.nbytes))  # type: ignore[arg-type]
             shared |= cache.misses == before
-        return _Part.union(parts, self.words), shared
+        return _union(parts, self.words), shared
 
     def _compute(self, chunk: list[int], ws: Workspace, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]
         got = []

@@ -12,17 +12,27 @@ from a bare frame holding only ``s`` (:func:`pda.token_walk.walk_tokens`) and so
 Accepted tokens are stored as a sorted id list or as a bitmask row, whichever is smaller;
 uncertain tokens as sorted-trie indices, checked at run time against the real stack.
 
-**Shared rules and shared classes.**  Context expansion is exact but ties a state's classes to
-the places its rule is called from.  A rule that normalisation made out of a repeated piece
-(:data:`pda.share.SHARED_PREFIX`; every JSON string of a schema calls the same one), a block of a
-long counted repeat (:data:`pda.normalize.REPEAT_PREFIX`), or any
-rule called from more than :data:`ESCAPE_RETURN_SITES` places, is walked without it: a token that
-can leave such a rule's frame is *uncertain* (``rule_escape``), whatever follows, and the matcher
-decides it against the real stack.  The classes of a state in such a rule then depend only on
-the automaton the walk can reach from it, so they are keyed by a canonical fingerprint of that
-region (:func:`region_fingerprint`) and kept in a cache of the tokenizer
-(:attr:`pda.TokenizerInfo.class_cache`), shared by every grammar compiled for it: the string,
-number and other lexical rules that every JSON Schema writes are classified once per process.
+**Escaping rules.**  Context expansion is exact but ties a state's classes to the places its rule
+is called from.  A rule that normalisation made out of a repeated piece
+(:data:`pda.share.SHARED_PREFIX`), a block of a long counted repeat
+(:data:`pda.normalize.REPEAT_PREFIX`), or any rule called from more than
+:data:`ESCAPE_RETURN_SITES` places, is walked without it: a token that can leave such a rule's
+frame is *uncertain* (``rule_escape``), whatever follows, and the matcher decides it against the
+real stack.
+
+**Shared classes (bounded lookahead).**  A token of at most ``k`` bytes made only of the bytes of a
+set ``X`` reads only the part of the automaton that ``k`` moves on ``X`` bytes (and the moves that
+read no byte) reach from ``s``.  So the vocabulary is split into groups by byte set and length
+(:mod:`pda.token_groups`: word-like tokens of at most 8, 16 and more bytes, tokens without a quote
+or backslash, the rest), and each group's classes from ``s`` are kept under a canonical digest of
+that bounded region (:func:`pda.lookahead.lookahead_key`) in a cache of the tokenizer
+(:attr:`pda.TokenizerInfo.class_cache`), shared by every state and every grammar compiled for it.
+Every position of a counted string far from its limit, in every schema, has the same region for
+the word-like tokens; so do the positions inside the blocks of long repeats.  A state whose
+first bytes start fewer than :data:`LOOKAHEAD_MIN_TOKENS` tokens (a key, a number, punctuation) is
+walked over the whole vocabulary at once: its walk costs less than the keys.  A group whose region
+has more states than the group's cap is walked from the state.  The classes are the same as
+without sharing, state by state (``tests/test_batch_and_mask_cache.py`` compares them).
 """
 
 from __future__ import annotations
@@ -35,24 +45,30 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-import xxhash
 
 from .automaton import Automaton
 from .kernels import set_bits
+from .lookahead import LookaheadScratch, byte_runs, first_byte_weight, lookahead_key, make_scratch
 from .token_walk import KernelAutomaton, Workspace, make_workspace, partition_codes, walk_tokens
 from .normalize import REPEAT_PREFIX
 from .share import SHARED_PREFIX
+from .token_groups import GROUPS, GroupSpec, TokenGroup, token_groups
 from .tokenizer import TokenizerInfo
 
 __all__ = [
     "StateClasses", "TokenClasses", "precompute_classes", "return_sites", "kernel_automaton", "max_token_length",
-    "region_fingerprint", "ESCAPE_RETURN_SITES",
+    "ESCAPE_RETURN_SITES", "LOOKAHEAD_GROUPS", "LOOKAHEAD_MIN_TOKENS",
 ]
 
 # A rule called from more places than this is walked with escapes rather than context expansion.
 ESCAPE_RETURN_SITES = 16
-# Regions larger than this many states are not fingerprinted (their classes stay per grammar).
-_REGION_LIMIT = 64
+# The groups the vocabulary is split into; each group's tokens are classified under a key of the
+# state's automaton bounded by the group's bytes and longest token.  None: one group, walked from
+# every state on its own (no sharing).
+LOOKAHEAD_GROUPS: tuple[GroupSpec, ...] | None = GROUPS
+# A state whose first bytes start fewer tokens than this is walked over the whole vocabulary at
+# once, without keys: its walk costs less than the keys.
+LOOKAHEAD_MIN_TOKENS = 16384
 
 
 def max_token_length(trie) -> int:  # type: ignore[no-untyped-def]
@@ -94,6 +110,30 @@ class StateClasses:
             set_bits(row, self.accepted_ids)
 
 
+def _classes_of(acc: np.ndarray, unc: np.ndarray, words: int) -> StateClasses:
+    """Classes from accepted token ids (any order) and uncertain sorted-trie indices (ascending),
+    the accepted ones stored as ids or as a bitmask row, whichever is smaller."""
+    if acc.shape[0] > words:
+        bits = np.zeros(words, dtype=np.int32)
+        set_bits(bits, acc.astype(np.int32, copy=False))
+        return StateClasses(None, bits, unc)
+    return StateClasses(np.sort(acc), None, unc)
+
+
+def _union(parts: list[StateClasses], words: int) -> StateClasses:
+    """The classes of the tokens of all the (disjoint) groups ``parts``."""
+    if len(parts) == 1:
+        return parts[0]
+    unc = np.sort(np.concatenate([p.uncertain for p in parts]))
+    if sum(p.num_accepted for p in parts) > words:
+        row = np.zeros(words, dtype=np.int32)
+        for p in parts:
+            p.or_accepted_into(row)
+        return StateClasses(None, row, unc)
+    # each part is stored as ids (it has at most as many as the whole)
+    return StateClasses(np.sort(np.concatenate([p.accepted_ids for p in parts])), None, unc)  # type: ignore[misc]
+
+
 class TokenClasses:
     """The token classes of every state that can be a top, computed eagerly or on first use.
 
@@ -110,8 +150,14 @@ class TokenClasses:
         self._aut = aut
         self._tok = tok
         self._trie = tok.trie
-        self._all = np.arange(self._trie.order.shape[0], dtype=np.int32)
         self._maxlen = max_token_length(self._trie)
+        self._groups = token_groups(tok, LOOKAHEAD_GROUPS or ())
+        self._whole = token_groups(tok, ())[0]
+        self._keyed = LOOKAHEAD_GROUPS is not None
+        self._cap = max((g.spec.cap for g in self._groups), default=0)
+        self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
+        first = np.bincount(self._trie.data[self._trie.offsets[:-1]], minlength=256)
+        self._class_weight = np.bincount(aut.byte_class, weights=first, minlength=aut.num_classes).astype(np.int64)
         self._lock = threading.Lock()
         self._local = threading.local()
 
@@ -137,47 +183,72 @@ class TokenClasses:
             ws = self._local.ws = make_workspace(self._maxlen)
         return ws
 
-    def _classify(self, s: int, ws: Workspace) -> StateClasses:
-        """Walk the vocabulary from a bare frame holding only ``s``.
+    def _scratch(self) -> LookaheadScratch:
+        sc = getattr(self._local, "scratch", None)
+        if sc is None:
+            sc = self._local.scratch = make_scratch(self._aut.num_states, self._cap)
+        return sc
+
+    def _walk(self, level: TokenGroup, s: int, ws: Workspace) -> StateClasses:
+        """The classes of the tokens of group ``level`` from a bare frame holding only ``s``.
 
         A token the start of an escaping rule that ``s`` calls accepts is accepted from ``s`` too
         (consumed inside the callee's frame), so only the other tokens are walked: from a state
         that opens a JSON string, the few thousand tokens that close it, not all 129k."""
-        trie, words = self._trie, self.words
-        cand = self._all
         pre: np.ndarray | None = None
         for r, _ in self._aut.calls(s):
             start = int(self._aut.rule_start[r])
             if self.kernel.rule_escape[r] and start != s:
-                mask = self.get(start).accepted_mask(trie.order, self.words)
+                mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
                 pre = mask if pre is None else pre | mask
         if pre is not None and pre.sum() * 2 < pre.shape[0]:
-            pre = None  # a walk of most of the vocabulary is faster over all of it (lcp skips, loops)
-        if pre is not None:
-            cand = self._all[~pre]
+            pre = None  # a walk of most of the level is faster over all of it (lcp skips, loops)
+        cand = level.cand if pre is None else level.cand[~pre]
         out = np.empty(cand.shape[0], dtype=np.int8)
-        walk_tokens(self.kernel, trie, cand, s, np.zeros(0, dtype=np.int32), True, out, ws)
-        acc, unc = partition_codes(out, cand, trie.order)
+        walk_tokens(self.kernel, level.trie, cand, s, np.zeros(0, dtype=np.int32), True, out, ws)
+        acc, unc = partition_codes(out, cand, level.trie.order)
         if pre is not None:
-            acc = np.concatenate([trie.order[pre], acc])
-        if acc.shape[0] > words:
-            bits = np.zeros(words, dtype=np.int32)
-            set_bits(bits, acc.astype(np.int32))
-            return StateClasses(None, bits, unc)
-        return StateClasses(np.sort(acc), None, unc)
+            acc = np.concatenate([level.trie.order[pre], acc])
+        return _classes_of(acc, level.to_main[unc] if level.trie is not self._trie else unc, self.words)
+
+    def _classify(self, s: int, ws: Workspace) -> tuple[StateClasses, bool]:
+        """Walk the vocabulary from a bare frame holding only ``s``.  A state whose first bytes
+        start at least ``LOOKAHEAD_MIN_TOKENS`` tokens is classified one token group at a time,
+        and a group whose bounded region has a key takes its classes from the tokenizer's cache.
+        Returns the classes and whether some group came from the cache."""
+        A, sc = self.kernel, self._scratch()
+        weight = -1
+        if self._keyed:
+            weight = first_byte_weight(A.trans, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start,
+                                       A.state_rule, A.ret_ptr, A.ret_state, A.rule_escape, self._class_weight, s,
+                                       self._cap, sc.ids, sc.order, sc.depth)
+        if weight < LOOKAHEAD_MIN_TOKENS:
+            return self._walk(self._whole, s, ws), False
+        cache = self._tok.class_cache
+        parts = []
+        failed: dict[str, int] = {}  # byte set -> the least bound whose region passed the cap
+        shared = False
+        for g in self._groups:
+            name = g.spec.name
+            key = None
+            if g.k < failed.get(name, g.k + 1) and g.spec.cap > 0:
+                key = lookahead_key(A, self._runs[name], name, s, g.k, g.spec.cap, sc)
+                if key is None:
+                    failed[name] = min(g.k, failed.get(name, g.k))
+            if key is None:
+                parts.append(self._walk(g, s, ws))
+                continue
+            before = cache.misses
+            parts.append(cache.get(key, lambda: self._walk(g, s, ws), lambda c: c.nbytes))  # type: ignore[arg-type]
+            shared |= cache.misses == before
+        return _union(parts, self.words), shared
 
     def _compute(self, chunk: list[int], ws: Workspace, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]
         got = []
         for s in chunk:
-            key = region_fingerprint(self._aut, self.kernel, s)
-            if key is None:
-                cls = self._classify(s, ws)
-            else:
-                before = self._tok.class_cache.misses
-                cls = self._tok.class_cache.get(key, lambda: self._classify(s, ws), lambda c: c.nbytes)
-                if self._tok.class_cache.misses == before:
-                    self.shared_hits += 1
+            cls, shared = self._classify(s, ws)
             with self._lock:
+                self.shared_hits += shared
                 cls = self.by_state.setdefault(s, cls)
                 if progress is not None:
                     progress(len(self.by_state), len(self.states))
@@ -238,49 +309,8 @@ def kernel_automaton(aut: Automaton) -> KernelAutomaton:
     escape = np.array([n.startswith((SHARED_PREFIX, REPEAT_PREFIX)) for n in aut.rule_names], dtype=np.bool_)
     escape |= np.diff(ret_ptr) > ESCAPE_RETURN_SITES
     return KernelAutomaton(aut.trans, aut.byte_class, aut.is_end, aut.call_ptr, aut.call_rule, aut.call_return,
-                           aut.rule_start, aut.state_rule, ret_ptr, ret_state, aut.simple, escape)
-
-
-def region_fingerprint(aut: Automaton, kernel: KernelAutomaton, state: int) -> bytes | None:
-    """A canonical digest of everything a bare-frame walk from ``state`` can read, or None.
-
-    Only for states of escaping rules (a walk from them never reads the grammar beyond the states
-    reachable by bytes and calls) whose region has at most ``_REGION_LIMIT`` states.  The states
-    are numbered in breadth-first order from ``state``; each contributes whether it is an end, its
-    256 byte successors and its calls, in those numbers.  Equal digests mean isomorphic regions,
-    so equal classes, in any grammar."""
-    if not kernel.rule_escape[aut.state_rule[state]]:
-        return None
-    ids = {state: 0}
-    order = [state]
-    h = xxhash.xxh3_128(b"pda-region-v1")
-    i = 0
-    while i < len(order):
-        q = order[i]
-        i += 1
-        row = aut.trans[q][aut.byte_class]
-        targets, first = np.unique(row, return_index=True)
-        for t in targets[np.argsort(first)].tolist():
-            if t >= 0 and t not in ids:
-                ids[t] = len(order)
-                order.append(t)
-        calls = []
-        for r, ret in aut.calls(q):
-            for t in (int(aut.rule_start[r]), ret):
-                if t not in ids:
-                    ids[t] = len(order)
-                    order.append(t)
-            calls += [ids[int(aut.rule_start[r])], ids[ret]]
-        if len(order) > _REGION_LIMIT:
-            return None
-        lut = np.full(targets.shape[0], -1, dtype=np.int32)
-        for k, t in enumerate(targets.tolist()):
-            if t >= 0:
-                lut[k] = ids[t]
-        h.update(bytes([1 if aut.is_end[q] else 0]))
-        h.update(lut[np.searchsorted(targets, row)].astype("<i4").tobytes())
-        h.update(np.asarray([len(calls), *calls], dtype="<i4").tobytes())
-    return h.digest()
+                           aut.rule_start, aut.state_rule, ret_ptr, ret_state, aut.simple, escape,
+                           (aut.trans == np.arange(aut.num_states, dtype=aut.trans.dtype)[:, None]).any(axis=1))
 
 
 def precompute_classes(aut: Automaton, tok: TokenizerInfo, progress=None, *,  # type: ignore[no-untyped-def]

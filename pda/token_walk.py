@@ -45,6 +45,7 @@ class KernelAutomaton(NamedTuple):
     ret_state: np.ndarray  # ... the states a rule's callers continue at
     simple: np.ndarray  # bool[S]: no calls and not an end
     rule_escape: np.ndarray  # bool[R]: leaving this rule's bare frame makes a token uncertain (no expansion)
+    has_loop: np.ndarray  # bool[S]: some byte leads from the state back to itself
 
 
 class Workspace(NamedTuple):
@@ -165,7 +166,7 @@ def _closure(d, nseeds, node_lo, n_stack, expand, st, nd, cx, cnt, a_state, a_pa
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _single(d, t, n, c, expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
     """Make set ``d + 1`` the one thread (t, n, c) when that needs no closure: ``t`` has no calls
     and is simple, or an end whose pop can wait (inside a call: ``lazy``), or the end of an
@@ -295,8 +296,8 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         ws.n_nodes, ws.a_top
     seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, lazy = ws.seeds_s, ws.seeds_n, ws.seeds_c, ws.wl_s, ws.wl_n, \
         ws.wl_c, ws.esc, ws.lazy
-    trans, byte_class, simple, is_end, state_rule, rule_escape = A.trans, A.byte_class, A.simple, A.is_end, \
-        A.state_rule, A.rule_escape
+    trans, byte_class, simple, is_end, state_rule, rule_escape, has_loop = A.trans, A.byte_class, A.simple, \
+        A.is_end, A.state_rule, A.rule_escape, A.has_loop
     ret_ptr, ret_state, call_ptr, call_rule, call_return, rule_start = A.ret_ptr, A.ret_state, A.call_ptr, \
         A.call_rule, A.call_return, A.rule_start
     data, offsets, lcp, skip, bytesets, whole_utf8 = T.data, T.offsets, T.lcp, T.skip, T.bytesets, T.whole_utf8
@@ -412,7 +413,8 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         n_nodes[0] = a_top[d]
         result = -1
         while d < ln:
-            if full and d >= 1 and cnt[d] == 1 and cx[d, 0] == 0 and (data[a + d] >= 0xC2 or trans[st[d, 0], byte_class[data[a + d]]] == st[d, 0]):
+            if full and d >= 1 and cnt[d] == 1 and cx[d, 0] == 0 and has_loop[st[d, 0]] and (
+                    data[a + d] >= 0xC2 or trans[st[d, 0], byte_class[data[a + d]]] == st[d, 0]):
                 # one thread, whose next byte loops (or starts a character): when every byte of the token loops on its state, the rest of the
                 # token stays there: accepted, and so is every later token with this prefix whose
                 # bytes loop there too (armed as kdepth / loopsk)
@@ -469,6 +471,16 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                     valid = d
                     result = dead_res
                     break
+                if simple[t]:  # _single's first case, written out: a call per byte costs ~80 ns here
+                    esc[d + 1] = esc[d]
+                    st[d + 1, 0] = t
+                    nd[d + 1, 0] = nd[d, 0]
+                    cx[d + 1, 0] = cx[d, 0]
+                    cnt[d + 1] = 1
+                    lazy[d + 1] = 0
+                    d += 1
+                    a_top[d] = n_nodes[0]
+                    continue
                 if _single(d, t, nd[d, 0], cx[d, 0], expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
                     d += 1
                     a_top[d] = n_nodes[0]
@@ -488,6 +500,29 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                 result = dead_res
                 break
             if ns == 1 and _single(d, seeds_s[0], seeds_n[0], seeds_c[0], expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
+                d += 1
+                a_top[d] = n_nodes[0]
+                continue
+            m = 0  # seeds that are all simple need no closure: set d + 1 is the distinct seeds
+            for k in range(ns):
+                if not simple[seeds_s[k]]:
+                    m = -1
+                    break
+            if m == 0:
+                for k in range(ns):
+                    dup = False
+                    for q in range(m):
+                        if st[d + 1, q] == seeds_s[k] and nd[d + 1, q] == seeds_n[k] and cx[d + 1, q] == seeds_c[k]:
+                            dup = True
+                            break
+                    if not dup:
+                        st[d + 1, m] = seeds_s[k]
+                        nd[d + 1, m] = seeds_n[k]
+                        cx[d + 1, m] = seeds_c[k]
+                        m += 1
+                cnt[d + 1] = m
+                esc[d + 1] = esc[d]
+                lazy[d + 1] = 0
                 d += 1
                 a_top[d] = n_nodes[0]
                 continue

@@ -517,8 +517,24 @@ def build_token_trie(token_bytes: Sequence[bytes]) -> TokenTrie:
             k += 1
             active = active[limit[active - 1] > k]
 
-    # skip[i]: the first j > i with lcp[j] < len(i).  Binary lifting over a sparse table of range
-    # minima of lcp (with -1 at index n as a sentinel that stops every jump).
+    pos = _skips(lcp, lengths)
+    return TokenTrie(
+        order=order,
+        data=data,
+        offsets=offsets.astype(np.int32),
+        lcp=lcp.astype(np.int32),
+        skip=pos.astype(np.int32),
+        bytesets=token_bytesets(data, offsets),
+        whole_utf8=np.fromiter((_is_whole_utf8(data[offsets[i]:offsets[i + 1]].tobytes()) for i in range(n)),
+                               dtype=np.bool_, count=n),
+    )
+
+
+def _skips(lcp: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """skip[i]: the first j > i with lcp[j] < len(i) (n when none), from the sorted tokens' ``lcp``
+    and ``lengths``.  Binary lifting over a sparse table of range minima of lcp (with -1 at index
+    n as a sentinel that stops every jump)."""
+    n = lcp.shape[0]
     ext = np.append(lcp, -1)
     tables = [ext]
     step = 1
@@ -531,16 +547,25 @@ def build_token_trie(token_bytes: Sequence[bytes]) -> TokenTrie:
     for level in range(len(tables) - 1, -1, -1):
         jump = tables[level][pos] >= lengths
         pos = np.where(jump, np.minimum(pos + (1 << level), n), pos)
-    return TokenTrie(
-        order=order,
-        data=data,
-        offsets=offsets.astype(np.int32),
-        lcp=lcp.astype(np.int32),
-        skip=pos.astype(np.int32),
-        bytesets=token_bytesets(data, offsets),
-        whole_utf8=np.fromiter((_is_whole_utf8(data[offsets[i]:offsets[i + 1]].tobytes()) for i in range(n)),
-                               dtype=np.bool_, count=n),
-    )
+    return pos
+
+
+def select_tokens(trie: TokenTrie, sel: np.ndarray) -> TokenTrie:
+    """The trie of the tokens at the ascending sorted-trie indices ``sel`` of ``trie`` (still sorted:
+    index ``j`` of the result is index ``sel[j]`` of ``trie``)."""
+    lengths = (trie.offsets[sel + 1] - trie.offsets[sel]).astype(np.int64)
+    offsets = np.zeros(sel.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    starts = trie.offsets[sel].astype(np.int64)
+    data = trie.data[np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])]
+    # the common prefix of two sorted tokens is the least lcp of the tokens between them
+    lcp = np.zeros(sel.shape[0], dtype=np.int64)
+    if sel.shape[0] > 1:
+        lcp[1:] = np.minimum.reduceat(trie.lcp[:sel[-1] + 1], sel[:-1] + 1)
+        lcp[1:] = np.minimum(lcp[1:], np.minimum(lengths[:-1], lengths[1:]))
+    return TokenTrie(order=trie.order[sel], data=data, offsets=offsets.astype(np.int32), lcp=lcp.astype(np.int32),
+                     skip=_skips(lcp, lengths).astype(np.int32), bytesets=trie.bytesets[sel],
+                     whole_utf8=trie.whole_utf8[sel])
 
 
 def _is_whole_utf8(b: bytes) -> bool:

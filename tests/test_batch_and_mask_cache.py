@@ -79,6 +79,7 @@ def test_shared_classes_equal_unshared_per_state_classes(tok: TokenizerInfo, dee
         with monkeypatch.context() as mp:  # every piece inlined, every rule expanded: no sharing
             mp.setattr(pda.share, "SHARE_MIN_STATES", None)
             mp.setattr(pda.precompute, "ESCAPE_RETURN_SITES", 10**9)
+            mp.setattr(pda.precompute, "LOOKAHEAD_GROUPS", None)
             plain = build(GrammarCompiler(TokenizerInfo.from_huggingface(deepseek_tokenizer), cache=False,
                                           precompute="lazy"))
         assert not any(n.startswith(pda.share.SHARED_PREFIX) for n in plain.grammar.automaton.rule_names)
@@ -92,6 +93,66 @@ def test_shared_classes_equal_unshared_per_state_classes(tok: TokenizerInfo, dee
             for k, (x, y) in enumerate(zip(masks_along(a, ids), masks_along(plain, ids))):
                 assert np.array_equal(x, y), f"{name}: cached masks differ at step {k}"
         assert a.mask_cache_stats()["hits"] > 0
+
+
+CHAINS = {
+    "type": "object",
+    "properties": {
+        "short": {"type": "string", "minLength": 3, "maxLength": 40},
+        "long": {"type": "string", "maxLength": 300},
+        "block": {"type": "string", "minLength": 2, "maxLength": 2000},
+        "word": {"type": "string", "pattern": "^[a-z_]{2,30}$"},
+        "kind": {"enum": [f"value number {i} of the long enumeration" for i in range(60)]},
+        "n": {"type": "integer"},
+        "same": {"const": "example"},  # two regions that differ only in their 7th byte
+        "other": {"const": "examplX"},
+    },
+    "patternProperties": {"^x-[a-z]+$": {"type": "string", "maxLength": 24}},
+    "additionalProperties": {"type": "string", "maxLength": 50},
+    "required": ["short"],
+}
+CHAIN_DOCS = [
+    {"short": "abc", "long": "a long string " * 12, "block": "Ünïcödé 中文 and words " * 30, "word": "snake_case",
+     "kind": "value number 17 of the long enumeration", "n": -12, "same": "example", "other": "examplX",
+     "x-tag": "tagged", "more": "the rest"},
+    {"short": "x" * 40, "long": "", "block": "\"quoted\" and \\ escaped\n" * 4, "x-a": "", "zz": "é" * 50},
+]
+
+
+def test_grouped_classes_equal_per_state_classes(tok: TokenizerInfo, deepseek_tokenizer: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Token classes taken from bounded-lookahead keys (pda.lookahead, pda.token_groups) equal
+    the classes of every state walked over the whole vocabulary, on chains of counted strings,
+    long-repeat blocks, a long enum, patternProperties, extra keys and a C-like grammar; twice
+    over, so that the second grammar takes its classes from the tokenizer's cache.  Every state
+    goes through the keys (``LOOKAHEAD_MIN_TOKENS`` 0), not only the wide ones."""
+    hf = deepseek_tokenizer
+    monkeypatch.setattr(pda.precompute, "LOOKAHEAD_MIN_TOKENS", 0)
+    c_like = grammars.path("c_like")
+    cases = [
+        (lambda c: c.compile_json_schema(CHAINS), [hf.encode(json.dumps(d), add_special_tokens=False) for d in CHAIN_DOCS]),
+        (lambda c: c.compile_grammar(c_like.read_text(encoding="utf-8")),
+         [hf.encode(p.read_text(encoding="utf-8"), add_special_tokens=False) for p in grammars.samples("c_like")[0][:2]]),
+    ]
+    with monkeypatch.context() as mp:
+        mp.setattr(pda.precompute, "LOOKAHEAD_GROUPS", None)
+        plain_tok = TokenizerInfo.from_huggingface(hf)
+        plain = [build(GrammarCompiler(plain_tok, cache=False, precompute="lazy")) for build, _ in cases]
+    shared_tok = TokenizerInfo.from_huggingface(hf)
+    for round_ in range(2):
+        for (build, docs), ref in zip(cases, plain):
+            got = build(GrammarCompiler(shared_tok, cache=False, precompute="lazy"))
+            for ids in docs:
+                for k, (x, y) in enumerate(zip(masks_along(got, ids), masks_along(ref, ids))):
+                    assert np.array_equal(x, y), f"round {round_}: masks differ at step {k}"
+            for s, c in got.classes.by_state.items():  # every state classified, uncertain sets too
+                r = ref.classes.get(s)
+                assert np.array_equal(np.sort(c.uncertain), np.sort(r.uncertain)), f"state {s}"
+                assert np.array_equal(c.accepted_mask(shared_tok.trie.order, got.words),
+                                      r.accepted_mask(plain_tok.trie.order, ref.words)), f"state {s}"
+            if round_ == 1:
+                assert got.classes.shared_hits > 0
+    assert shared_tok.class_cache.hits > 0
 
 
 def test_token_classes_are_shared_across_grammars_of_one_tokenizer(deepseek_tokenizer: Any, sharing: None) -> None:

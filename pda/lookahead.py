@@ -1,0 +1,222 @@
+"""Bounded-lookahead keys: what a token walk of at most ``k`` bytes of a byte set can see from a state.
+
+A token of ``L`` bytes walked from a bare frame holding state ``s`` (:func:`pda.token_walk.walk_tokens`
+with context expansion) only ever meets states that ``L`` byte steps can reach from ``s``, plus the
+moves that read no byte: calls (a callee's start, and the caller's state after the call), and, at
+a rule end on the frame bottom, the rule's return sites (context expansion) or, for an escaping
+rule, the escape.  So two states whose automata agree up to ``k`` bytes give every token of at
+most ``k`` bytes the same class, in any grammar.  A token made only of the bytes of a set ``X``
+moreover follows only byte moves labelled in ``X``: agreeing on those is enough for it.
+
+:func:`lookahead_key` writes that bounded part of the automaton down canonically and hashes it:
+
+* states are numbered in the order a layered breadth-first search from ``s`` over the bytes of
+  ``X`` (ascending) meets them: layer ``d`` holds the states whose fewest bytes from ``s`` is
+  ``d``; a layer is closed under the moves that read no byte (calls, call returns, return sites)
+  before its byte successors open layer ``d + 1``; the search stops at layer ``k``;
+* each state then contributes, in those numbers: whether it is an end, whether its rule escapes,
+  its calls (callee start, return state), its return sites when it is an end of a rule that does
+  not escape, and, below layer ``k`` only, its successors on the bytes of ``X`` as runs of byte
+  values (a run starts where the successor changes).
+
+The digest names the bounded automaton up to renumbering, independently of state numbers, byte
+classes and grammars: equal digests (with the same ``k`` and ``X``) mean isomorphic walk regions,
+so equal classes for every token of at most ``k`` bytes of ``X``.  A region of more than ``cap``
+states gets no key.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import xxhash
+from numba import njit
+
+from .token_walk import KernelAutomaton
+
+__all__ = ["LookaheadScratch", "byte_runs", "make_scratch", "lookahead_key", "lookahead_code", "first_byte_weight"]
+
+_CODE_WORDS = 1 << 18  # int32 words of one encoding
+
+
+class LookaheadScratch(NamedTuple):
+    """Scratch arrays of one :func:`lookahead_key` caller (one per thread; reused across calls)."""
+
+    ids: np.ndarray  # int32[S]: -1, or a state's number in the current search (reset after use)
+    order: np.ndarray  # int32[cap + 1]: the states met, in order
+    depth: np.ndarray  # int32[cap + 1]: the layer of each
+    code: np.ndarray  # int32[_CODE_WORDS]: the encoding
+
+
+def make_scratch(num_states: int, cap: int) -> LookaheadScratch:
+    return LookaheadScratch(np.full(num_states, -1, np.int32), np.empty(cap + 1, np.int32),
+                            np.empty(cap + 1, np.int32), np.empty(_CODE_WORDS, np.int32))
+
+
+def byte_runs(byte_class: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first byte, class) of each maximal run of consecutive ``allowed`` byte values in one byte
+    class: the byte moves a key restricted to ``allowed`` follows and writes down."""
+    b = np.arange(256)
+    cut = np.r_[True, (byte_class[1:] != byte_class[:-1]) | (allowed[1:] != allowed[:-1])]
+    starts = b[cut & allowed].astype(np.int32)
+    return starts, byte_class[starts].astype(np.int32)
+
+
+@njit(cache=True, nogil=True)
+def _meet(t, d, ids, order, depth, n, cap):
+    """Number state ``t`` (layer ``d``) if it is new; returns the count of states met, -1 past ``cap``."""
+    if ids[t] >= 0:
+        return n
+    if n >= cap:
+        return -1
+    ids[t] = n
+    order[n] = t
+    depth[n] = d
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
+def _close(i, n, d, call_ptr, call_rule, call_return, rule_start, is_end, state_rule, rule_escape, ret_ptr, ret_state,
+           ids, order, depth, cap):
+    """Close the states ``order[i:n]`` (layer ``d``) under the moves that read no byte: calls,
+    call returns, and the return sites of an end of a rule that does not escape.  Returns the new
+    count of states met, -1 past ``cap``."""
+    while i < n:
+        q = order[i]
+        i += 1
+        for e in range(call_ptr[q], call_ptr[q + 1]):
+            n = _meet(rule_start[call_rule[e]], d, ids, order, depth, n, cap)
+            if n < 0:
+                return n
+            n = _meet(call_return[e], d, ids, order, depth, n, cap)
+            if n < 0:
+                return n
+        if is_end[q] and not rule_escape[state_rule[q]]:
+            r = state_rule[q]
+            for e in range(ret_ptr[r], ret_ptr[r + 1]):
+                n = _meet(ret_state[e], d, ids, order, depth, n, cap)
+                if n < 0:
+                    return n
+    return n
+
+
+@njit(cache=True, nogil=True)
+def first_byte_weight(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
+                      rule_escape, class_weight, state, cap, ids, order, depth):
+    """The sum of ``class_weight`` over the byte classes that some state of ``state``'s closure
+    (layer 0 of :func:`lookahead_code`) reads; -1 past ``cap`` states.  With ``class_weight[c]``
+    the number of tokens whose first byte is in class ``c``, a bound on the tokens a walk from
+    ``state`` goes past the first byte of.  ``ids`` is all -1 on entry and on return."""
+    n = _meet(state, 0, ids, order, depth, 0, cap)
+    n = _close(0, n, 0, call_ptr, call_rule, call_return, rule_start, is_end, state_rule, rule_escape, ret_ptr,
+               ret_state, ids, order, depth, cap)
+    m = n if n >= 0 else cap
+    total = 0
+    if n >= 0:
+        for c in range(trans.shape[1]):
+            for j in range(n):
+                if trans[order[j], c] >= 0:
+                    total += class_weight[c]
+                    break
+    for j in range(m):
+        ids[order[j]] = -1
+    return total if n >= 0 else -1
+
+
+@njit(cache=True, nogil=True)
+def lookahead_code(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
+                   rule_escape, run_start, run_class, state, k, cap, ids, order, depth, code):
+    """Write the canonical encoding of the ``k``-byte region of ``state`` into ``code``; returns its
+    length in words, or -1 when the region has more than ``cap`` states or the encoding does not
+    fit.  ``ids`` must be all -1 on entry and is all -1 again on return."""
+    n = _meet(state, 0, ids, order, depth, 0, cap)
+    i = 0
+    d = 0
+    lo = 0  # where layer d starts in order
+    while True:
+        if n >= 0:
+            n = _close(i, n, d, call_ptr, call_rule, call_return, rule_start, is_end, state_rule, rule_escape,
+                       ret_ptr, ret_state, ids, order, depth, cap)
+            i = n
+        if n < 0 or d >= k:
+            break
+        # open layer d + 1: the byte successors of layer d
+        hi = n
+        for j in range(lo, hi):
+            q = order[j]
+            for r in range(run_class.shape[0]):
+                t = trans[q, run_class[r]]
+                if t >= 0:
+                    n = _meet(t, d + 1, ids, order, depth, n, cap)
+                    if n < 0:
+                        break
+            if n < 0:
+                break
+        if n < 0 or n == hi:
+            break
+        lo = hi
+        d += 1
+    w = -1
+    if n >= 0:
+        w = 0
+        limit = code.shape[0]
+        for j in range(n):
+            q = order[j]
+            if w + 8 + 2 * (call_ptr[q + 1] - call_ptr[q]) + 2 * run_class.shape[0] >= limit:
+                w = -1
+                break
+            esc = rule_escape[state_rule[q]]
+            below = depth[j] < k
+            code[w] = (1 if is_end[q] else 0) | (2 if esc else 0) | (4 if below else 0)
+            w += 1
+            code[w] = call_ptr[q + 1] - call_ptr[q]
+            w += 1
+            for e in range(call_ptr[q], call_ptr[q + 1]):
+                code[w] = ids[rule_start[call_rule[e]]]
+                code[w + 1] = ids[call_return[e]]
+                w += 2
+            if is_end[q] and not esc:
+                r = state_rule[q]
+                if w + 1 + ret_ptr[r + 1] - ret_ptr[r] >= limit:
+                    w = -1
+                    break
+                code[w] = ret_ptr[r + 1] - ret_ptr[r]
+                w += 1
+                for e in range(ret_ptr[r], ret_ptr[r + 1]):
+                    code[w] = ids[ret_state[e]]
+                    w += 1
+            if below:
+                at = w
+                w += 1
+                runs = 0
+                last = -2
+                for r in range(run_class.shape[0]):
+                    t = trans[q, run_class[r]]
+                    tid = ids[t] if t >= 0 else -1
+                    if tid != last:
+                        code[w] = run_start[r]
+                        code[w + 1] = tid
+                        w += 2
+                        runs += 1
+                        last = tid
+                code[at] = runs
+    m = n if n >= 0 else cap
+    for j in range(m):
+        ids[order[j]] = -1
+    return w
+
+
+def lookahead_key(A: KernelAutomaton, runs: tuple[np.ndarray, np.ndarray], name: str, state: int, k: int, cap: int,
+                  scratch: LookaheadScratch) -> bytes | None:
+    """The digest of the ``k``-byte region of ``state`` over the bytes of ``runs`` (see the module
+    docstring), or None when it has more than ``cap`` states.  ``runs`` is :func:`byte_runs` of the
+    automaton's byte classes and a byte set that ``name`` stands for in every grammar."""
+    w = lookahead_code(A.trans, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start, A.state_rule,
+                       A.ret_ptr, A.ret_state, A.rule_escape, runs[0], runs[1], state, k, cap, scratch.ids,
+                       scratch.order, scratch.depth, scratch.code)
+    if w < 0:
+        return None
+    h = xxhash.xxh3_128(f"pda-lookahead-v1|{name}|{k}|".encode())
+    h.update(scratch.code[:w].tobytes())
+    return h.digest()

@@ -1,0 +1,101 @@
+"""The vocabulary split into groups by the bytes tokens are made of and by their length.
+
+A token made only of the bytes of a set ``X`` and at most ``k`` bytes long is walked only along
+byte moves labelled in ``X``, at most ``k`` deep: its class from a state depends only on the part of
+the automaton those moves reach (:mod:`pda.lookahead`).  Splitting the vocabulary so lets most
+tokens be classified under a key of a small region: inside a JSON string of bounded length, the
+word-like tokens (letters, digits, ``_``, space, non-ASCII) never meet the closing quote, so every
+position far from the length limit, of every such string of every schema, has the same region for
+them; in a C-like grammar they see the identifier automaton and what a space leads to.
+
+:data:`GROUPS` lists the groups in order; a token belongs to the first whose bytes and length it
+fits.  Each group is a trie of its own (:func:`pda.tokenizer.select_tokens`), built once per
+tokenizer.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .tokenizer import TokenizerInfo, TokenTrie, select_tokens
+
+__all__ = ["GroupSpec", "TokenGroup", "GROUPS", "token_groups", "byte_set", "WORD_BYTES", "STRING_SAFE_BYTES",
+           "ALL_BYTES"]
+
+
+def byte_set(values: set[int]) -> np.ndarray:
+    out = np.zeros(256, dtype=np.bool_)
+    out[sorted(values)] = True
+    return out
+
+
+# letters, digits, "_", space and every byte of a multi-byte UTF-8 character
+WORD_BYTES = byte_set({*range(0x30, 0x3A), *range(0x41, 0x5B), *range(0x61, 0x7B), 0x5F, 0x20, *range(0x80, 0x100)})
+# every byte but the quote and the backslash (the bytes that end or escape inside a JSON string)
+STRING_SAFE_BYTES = byte_set(set(range(256)) - {0x22, 0x5C})
+ALL_BYTES = byte_set(set(range(256)))
+
+
+class GroupSpec(NamedTuple):
+    name: str  # names the byte set in keys (two specs with one name must have one byte set)
+    allowed: np.ndarray  # bool[256]: the bytes the group's tokens are made of
+    longer_than: int  # the group's tokens are longer than this many bytes ...
+    at_most: int | None  # ... and at most this many (None: any length)
+    cap: int  # a bounded region of more states than this gets no key
+
+
+GROUPS: tuple[GroupSpec, ...] = (
+    GroupSpec("word", WORD_BYTES, 0, 8, 2048),
+    GroupSpec("word", WORD_BYTES, 8, 16, 2048),
+    GroupSpec("word", WORD_BYTES, 16, None, 2048),
+    GroupSpec("safe", STRING_SAFE_BYTES, 0, 16, 2048),
+    GroupSpec("safe", STRING_SAFE_BYTES, 16, None, 512),
+    GroupSpec("all", ALL_BYTES, 0, None, 64),
+)
+
+
+class TokenGroup(NamedTuple):
+    """The tokens of one group, as a trie of their own."""
+
+    spec: GroupSpec
+    k: int  # the longest token of the group, in bytes: the lookahead bound of its key
+    trie: TokenTrie
+    to_main: np.ndarray  # int32: the index in the whole sorted trie of each token of ``trie``
+    cand: np.ndarray  # int32: 0..n-1 (all of ``trie``)
+
+
+def token_groups(tok: TokenizerInfo, groups: tuple[GroupSpec, ...]) -> tuple[TokenGroup, ...]:
+    """The tokens of ``tok`` split into ``groups`` (each token in the first it fits; the tokens that
+    fit none make a last group without keys).  Built once per tokenizer and kept in its class
+    cache; empty groups are left out."""
+    trie = tok.trie
+
+    def build() -> tuple[TokenGroup, ...]:
+        lengths = np.diff(trie.offsets)
+        left = np.ones(lengths.shape[0], dtype=np.bool_)
+        out = []
+        for g in groups:
+            words = np.packbits(g.allowed, bitorder="little").view(np.uint64)  # 4 words, like bytesets
+            fits = np.all((trie.bytesets & ~words) == 0, axis=1) & (lengths > g.longer_than)
+            if g.at_most is not None:
+                fits &= lengths <= g.at_most
+            sel = np.flatnonzero(fits & left)
+            left[sel] = False
+            if sel.shape[0]:
+                k = int(lengths[sel].max())
+                sub = trie if sel.shape[0] == lengths.shape[0] else select_tokens(trie, sel)
+                out.append(TokenGroup(g, k, sub, sel.astype(np.int32), np.arange(sel.shape[0], dtype=np.int32)))
+        if left.any():  # the groups do not cover every token: the rest is walked without keys
+            sel = np.flatnonzero(left)
+            rest = GroupSpec("rest", ALL_BYTES, 0, None, 0)
+            sub = trie if sel.shape[0] == lengths.shape[0] else select_tokens(trie, sel)
+            out.append(TokenGroup(rest, int(lengths[sel].max()), sub, sel.astype(np.int32),
+                                  np.arange(sel.shape[0], dtype=np.int32)))
+        return tuple(out)
+
+    key = "pda-token-groups|" + "|".join(f"{g.name}:{g.allowed.tobytes().hex()}:{g.longer_than}:{g.at_most}"
+                                         for g in groups)
+    return tok.class_cache.get(key, build,  # type: ignore[no-any-return]
+                               lambda gs: sum(g.trie.data.nbytes + 40 * g.cand.shape[0] for g in gs))

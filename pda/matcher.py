@@ -19,6 +19,7 @@ are per matcher, so they are added after the cached row is copied.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,6 +37,7 @@ __all__ = ["GrammarMatcher"]
 _MAX_STACK_PATHS = 64  # linear stacks enumerated per top before falling back to the byte walker
 _MAX_JUMP = 4096
 _KEY_MEMO_LIMIT = 4096  # configurations whose mask keys a matcher remembers
+_SCRATCH = threading.local()  # per thread: kernel workspaces by longest token length
 ARENA_RESET_NODES = 1 << 16  # reset() starts a new stack arena once the old one has this many nodes
 
 MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
@@ -73,7 +75,6 @@ class GrammarMatcher:
         self._token_bytes = tok.token_bytes
         self._vocab_size = tok.vocab_size
         self._keys: dict[Config, MaskKey | None] = {}  # mask keys of configurations met
-        self._ws: Workspace | None = None  # kernel scratch arrays, made on first use
         self._history: list[tuple[Config, bool]] = [(self._walker.initial(), False)]
 
     # ------------------------------------------------------------------ state
@@ -164,7 +165,6 @@ class GrammarMatcher:
         other.__dict__.update(self.__dict__)
         other._history = list(self._history)
         other._keys = dict(self._keys)
-        other._ws = None
         return other
 
     # ------------------------------------------------------------------ masks
@@ -287,9 +287,16 @@ class GrammarMatcher:
         return row, key
 
     def _workspace(self) -> Workspace:
-        if self._ws is None:
-            self._ws = make_workspace(self._compiled.max_token_length)
-        return self._ws
+        """This thread's kernel scratch arrays (about 1.4 MB for a 128-byte longest token), shared by
+        every matcher the thread fills: a batch of many matchers does not hold one each."""
+        n = self._compiled.max_token_length
+        mine: dict[int, Workspace] | None = getattr(_SCRATCH, "by_length", None)
+        if mine is None:
+            mine = _SCRATCH.by_length = {}
+        ws = mine.get(n)
+        if ws is None:
+            ws = mine[n] = make_workspace(n)
+        return ws
 
     def _survivors(self, s: int, parents: frozenset[int], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
         """The ids of the uncertain tokens ``unc`` (sorted-trie indices) that the real stack below

@@ -26,7 +26,7 @@ TOKEN_ACCEPTED = 1  # a path consumes it inside the frame (or on the real stack,
 TOKEN_UNCERTAIN = 2  # only paths that leave the frame for some possible caller consume it
 TOKEN_OVERFLOW = 3  # the walk outgrew its buffers: decide another way
 
-_CAP = 256  # threads per depth
+_CAP = 1024  # threads per depth
 _NODES = 1 << 14  # local stack nodes
 
 
@@ -83,7 +83,9 @@ def make_workspace(max_token_len: int) -> Workspace:
 
 @njit(cache=True, nogil=True)
 def _node(a_state, a_parent, n_nodes, lo, state, parent):
-    # hash-consing among the nodes made since `lo` (the current depth)
+    # hash-consing among the live nodes from `lo` on: the closures pass the first local node, so
+    # equal stacks pushed at different depths are one node (an ambiguous prefix such as a run of
+    # `-` in C's unary `-`/`--` would otherwise make a new stack per split and overflow)
     for k in range(lo, n_nodes[0]):
         if a_state[k] == state and a_parent[k] == parent:
             return k
@@ -155,7 +157,7 @@ def _closure(d, nseeds, node_lo, n_stack, expand, st, nd, cx, cnt, a_state, a_pa
                         wl_c[w] = 1
                         w += 1
         for e in range(call_ptr[s], call_ptr[s + 1]):
-            k = _node(a_state, a_parent, n_nodes, node_lo, call_return[e], n)
+            k = _node(a_state, a_parent, n_nodes, n_stack, call_return[e], n)
             if k < 0 or w >= wcap:
                 return False
             wl_s[w] = rule_start[call_rule[e]]

@@ -80,6 +80,24 @@ def _by_head(H, m, n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
+def _by_label(labels, m):  # type: ignore[no-untyped-def]
+    """The first ``m`` transitions ordered by label, stably (a counting sort: labels are small)."""
+    top = 0
+    for k in range(m):
+        top = max(top, labels[k] + 1)
+    ptr = np.zeros(top + 1, dtype=np.int32)
+    for k in range(m):
+        ptr[labels[k] + 1] += 1
+    for a in range(top):
+        ptr[a + 1] += ptr[a]
+    order = np.empty(m, dtype=np.int32)
+    for k in range(m):
+        order[ptr[labels[k]]] = k
+        ptr[labels[k]] += 1
+    return order
+
+
+@njit(cache=True, nogil=True)
 def minimize_partial(n, T, L, H, accept):  # type: ignore[no-untyped-def]
     """Blocks of language-equivalent states of a partial DFA.
 
@@ -138,7 +156,7 @@ def minimize_partial(n, T, L, H, accept):  # type: ignore[no-untyped-def]
 
     # cords: transitions grouped by label
     cz = 0
-    CE = np.argsort(tl[:mm], kind="mergesort").astype(np.int32)
+    CE = _by_label(tl, mm)
     Cloc = np.empty(mm, dtype=np.int32)
     CS = np.empty(mm, dtype=np.int32)
     CF = np.zeros(mm + 1, dtype=np.int32)

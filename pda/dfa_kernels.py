@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["minimize_partial", "determinize_nfa", "DETERMINIZE_OK", "DETERMINIZE_TOO_MANY_STATES"]
+__all__ = ["minimize_partial", "determinize_nfa", "DETERMINIZE_OK", "DETERMINIZE_TOO_MANY_STATES", "class_symbols"]
 
 
 @njit(cache=True, nogil=True)
@@ -438,3 +438,64 @@ def _intern(xs, k, nd, pool, set_ptr, set_hash, trans, table, cap):  # type: ign
                 s = np.int64((np.uint64(s) + np.uint64(1)) & mask)
             table[s] = e
     return d, nd, pool, set_ptr, set_hash, trans, table, cap
+
+
+@njit(cache=True, nogil=True)
+def class_symbols(n, nclasses, e_ptr, e_clo, e_chi, e_to):  # type: ignore[no-untyped-def]
+    """Merge the classes (at most 256) on which an NFA moves alike; see :func:`pda.fsm._symbols`.
+
+    The edges leaving ``q`` are ``e_ptr[q]..e_ptr[q+1]`` (classes ``e_clo..e_chi`` to ``e_to``).
+    Two classes are alike when every pair of states is joined on both or on neither.  Returns
+    ``(symbol, first)``: ``symbol[k]`` numbered by first class, ``first[g]`` the first class of ``g``.
+    """
+    slot = np.full(n, -1, dtype=np.int64)
+    most = 1  # the most edges leaving one state
+    for q in range(n):
+        most = max(most, e_ptr[q + 1] - e_ptr[q])
+    tgt = np.empty(most, dtype=np.int64)
+    acc = np.zeros((most, 4), dtype=np.uint64)
+    seen = dict()
+    seen[(np.uint64(0), np.uint64(0), np.uint64(0), np.uint64(0))] = True
+    group = np.zeros(nclasses, dtype=np.int64)
+    ngroups = 1
+    remap = np.full(2 * nclasses + 2, -1, dtype=np.int64)
+    for q in range(n):
+        cnt = 0
+        for j in range(e_ptr[q], e_ptr[q + 1]):
+            t = e_to[j]
+            if slot[t] < 0:
+                slot[t] = cnt
+                tgt[cnt] = t
+                acc[cnt, :] = 0
+                cnt += 1
+            i = slot[t]
+            for c in range(e_clo[j], e_chi[j] + 1):
+                acc[i, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+        for i in range(cnt):
+            slot[tgt[i]] = -1
+            key = (acc[i, 0], acc[i, 1], acc[i, 2], acc[i, 3])
+            if key in seen:
+                continue
+            seen[key] = True
+            # split every group into its classes inside and outside this union
+            remap[: 2 * ngroups] = -1
+            fresh = 0
+            for c in range(nclasses):
+                b = (acc[i, c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
+                k = 2 * group[c] + np.int64(b)
+                if remap[k] < 0:
+                    remap[k] = fresh
+                    fresh += 1
+                group[c] = remap[k]
+            ngroups = fresh
+    # number the symbols by their first class
+    remap[:ngroups] = -1
+    first = np.empty(ngroups, dtype=np.int64)
+    g = 0
+    for c in range(nclasses):
+        if remap[group[c]] < 0:
+            remap[group[c]] = g
+            first[g] = c
+            g += 1
+        group[c] = remap[group[c]]
+    return group, first

@@ -1,4 +1,4 @@
-"""numba kernels for building rule automata: minimisation of a partial DFA.
+"""numba kernels for building rule automata: subset construction, minimisation of a partial DFA.
 
 :func:`minimize_partial` is the partition-refinement algorithm of Valmari and Lehtinen
 ("Fast brief practical DFA minimization", 2012): two refinable partitions, one of states (blocks)
@@ -6,10 +6,15 @@ and one of transitions (cords, first grouped by label). A partial DFA needs no s
 work is O(n + m log m) for n states and m transitions.  States that cannot reach an accepting state
 are dropped first (their block is -1).  It is pda's one minimiser: the byte automata of
 :mod:`pda.fsm` and the code-point automata of :mod:`pda.codepoint_fsm` (labels: elementary
-code-point intervals) both use it.
+code-point intervals) both use it.  Its cords start as a counting sort by label (labels are small).
 
-The kernel's ``py_func`` is plain Python over the same arrays, so the package works under
-``NUMBA_DISABLE_JIT=1``; ``tests/core/test_fsm.py`` checks it against a brute-force equivalence.
+:func:`determinize_nfa` is the subset construction of a rule's NFA; :func:`class_symbols` merges
+the byte classes on which that NFA moves alike, so that both kernels run over fewer labels
+(:func:`pda.fsm.build_rule_dfa`; the DFAs are the same, numbering included).
+
+Each kernel's ``py_func`` is plain Python over the same arrays, so the package works under
+``NUMBA_DISABLE_JIT=1``; ``tests/core/test_fsm.py`` checks the minimiser against a brute-force
+equivalence and the merged symbols against the subset construction over plain byte classes.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ spells valid UTF-8).  The alphabet of a rule's DFA is a partition of the 256 byt
 classes (bytes that no edge of the rule tells apart share a class) plus one call symbol per called
 rule.  The three steps run as numba kernels: the Thompson NFA in :mod:`pda.nfa_kernels` (over the
 rule's IR flattened once per distinct node; :class:`ThompsonNFA` here is its Python reference),
-subset construction and minimisation in :mod:`pda.dfa_kernels`.
+subset construction and minimisation in :mod:`pda.dfa_kernels`, both over *symbols*: the byte
+classes merged where the NFA moves alike (classes split apart by one edge, like the bytes below
+and above a quote in "any byte but quote or backslash", are often alike everywhere else).
 """
 
 from __future__ import annotations

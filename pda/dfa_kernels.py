@@ -1,4 +1,4 @@
-"""numba kernels for building rule automata: minimisation of a partial DFA.
+"""numba kernels for building rule automata: subset construction, minimisation of a partial DFA.
 
 :func:`minimize_partial` is the partition-refinement algorithm of Valmari and Lehtinen
 ("Fast brief practical DFA minimization", 2012): two refinable partitions, one of states (blocks)
@@ -6,10 +6,15 @@ and one of transitions (cords, first grouped by label). A partial DFA needs no s
 work is O(n + m log m) for n states and m transitions.  States that cannot reach an accepting state
 are dropped first (their block is -1).  It is pda's one minimiser: the byte automata of
 :mod:`pda.fsm` and the code-point automata of :mod:`pda.codepoint_fsm` (labels: elementary
-code-point intervals) both use it.
+code-point intervals) both use it.  Its cords start as a counting sort by label (labels are small).
 
-The kernel's ``py_func`` is plain Python over the same arrays, so the package works under
-``NUMBA_DISABLE_JIT=1``; ``tests/core/test_fsm.py`` checks it against a brute-force equivalence.
+:func:`determinize_nfa` is the subset construction of a rule's NFA; :func:`class_symbols` merges
+the byte classes on which that NFA moves alike, so that both kernels run over fewer labels
+(:func:`pda.fsm.build_rule_dfa`; the DFAs are the same, numbering included).
+
+Each kernel's ``py_func`` is plain Python over the same arrays, so the package works under
+``NUMBA_DISABLE_JIT=1``; ``tests/core/test_fsm.py`` checks the minimiser against a brute-force
+equivalence and the merged symbols against the subset construction over plain byte classes.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["minimize_partial", "determinize_nfa", "DETERMINIZE_OK", "DETERMINIZE_TOO_MANY_STATES"]
+__all__ = ["minimize_partial", "determinize_nfa", "DETERMINIZE_OK", "DETERMINIZE_TOO_MANY_STATES", "class_symbols"]
 
 
 @njit(cache=True, nogil=True)
@@ -80,6 +85,24 @@ def _by_head(H, m, n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
+def _by_label(labels, m):  # type: ignore[no-untyped-def]
+    """The first ``m`` transitions ordered by label, stably (a counting sort: labels are small)."""
+    top = 0
+    for k in range(m):
+        top = max(top, labels[k] + 1)
+    ptr = np.zeros(top + 1, dtype=np.int32)
+    for k in range(m):
+        ptr[labels[k] + 1] += 1
+    for a in range(top):
+        ptr[a + 1] += ptr[a]
+    order = np.empty(m, dtype=np.int32)
+    for k in range(m):
+        order[ptr[labels[k]]] = k
+        ptr[labels[k]] += 1
+    return order
+
+
+@njit(cache=True, nogil=True)
 def minimize_partial(n, T, L, H, accept):  # type: ignore[no-untyped-def]
     """Blocks of language-equivalent states of a partial DFA.
 
@@ -138,7 +161,7 @@ def minimize_partial(n, T, L, H, accept):  # type: ignore[no-untyped-def]
 
     # cords: transitions grouped by label
     cz = 0
-    CE = np.argsort(tl[:mm], kind="mergesort").astype(np.int32)
+    CE = _by_label(tl, mm)
     Cloc = np.empty(mm, dtype=np.int32)
     CS = np.empty(mm, dtype=np.int32)
     CF = np.zeros(mm + 1, dtype=np.int32)
@@ -420,3 +443,64 @@ def _intern(xs, k, nd, pool, set_ptr, set_hash, trans, table, cap):  # type: ign
                 s = np.int64((np.uint64(s) + np.uint64(1)) & mask)
             table[s] = e
     return d, nd, pool, set_ptr, set_hash, trans, table, cap
+
+
+@njit(cache=True, nogil=True)
+def class_symbols(n, nclasses, e_ptr, e_clo, e_chi, e_to):  # type: ignore[no-untyped-def]
+    """Merge the classes (at most 256) on which an NFA moves alike; see :func:`pda.fsm._symbols`.
+
+    The edges leaving ``q`` are ``e_ptr[q]..e_ptr[q+1]`` (classes ``e_clo..e_chi`` to ``e_to``).
+    Two classes are alike when every pair of states is joined on both or on neither.  Returns
+    ``(symbol, first)``: ``symbol[k]`` numbered by first class, ``first[g]`` the first class of ``g``.
+    """
+    slot = np.full(n, -1, dtype=np.int64)
+    most = 1  # the most edges leaving one state
+    for q in range(n):
+        most = max(most, e_ptr[q + 1] - e_ptr[q])
+    tgt = np.empty(most, dtype=np.int64)
+    acc = np.zeros((most, 4), dtype=np.uint64)
+    seen = dict()
+    seen[(np.uint64(0), np.uint64(0), np.uint64(0), np.uint64(0))] = True
+    group = np.zeros(nclasses, dtype=np.int64)
+    ngroups = 1
+    remap = np.full(2 * nclasses + 2, -1, dtype=np.int64)
+    for q in range(n):
+        cnt = 0
+        for j in range(e_ptr[q], e_ptr[q + 1]):
+            t = e_to[j]
+            if slot[t] < 0:
+                slot[t] = cnt
+                tgt[cnt] = t
+                acc[cnt, :] = 0
+                cnt += 1
+            i = slot[t]
+            for c in range(e_clo[j], e_chi[j] + 1):
+                acc[i, c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+        for i in range(cnt):
+            slot[tgt[i]] = -1
+            key = (acc[i, 0], acc[i, 1], acc[i, 2], acc[i, 3])
+            if key in seen:
+                continue
+            seen[key] = True
+            # split every group into its classes inside and outside this union
+            remap[: 2 * ngroups] = -1
+            fresh = 0
+            for c in range(nclasses):
+                b = (acc[i, c >> 6] >> np.uint64(c & 63)) & np.uint64(1)
+                k = 2 * group[c] + np.int64(b)
+                if remap[k] < 0:
+                    remap[k] = fresh
+                    fresh += 1
+                group[c] = remap[k]
+            ngroups = fresh
+    # number the symbols by their first class
+    remap[:ngroups] = -1
+    first = np.empty(ngroups, dtype=np.int64)
+    g = 0
+    for c in range(nclasses):
+        if remap[group[c]] < 0:
+            remap[group[c]] = g
+            first[g] = c
+            g += 1
+        group[c] = remap[group[c]]
+    return group, first

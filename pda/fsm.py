@@ -6,7 +6,9 @@ spells valid UTF-8).  The alphabet of a rule's DFA is a partition of the 256 byt
 classes (bytes that no edge of the rule tells apart share a class) plus one call symbol per called
 rule.  The three steps run as numba kernels: the Thompson NFA in :mod:`pda.nfa_kernels` (over the
 rule's IR flattened once per distinct node; :class:`ThompsonNFA` here is its Python reference),
-subset construction and minimisation in :mod:`pda.dfa_kernels`.
+subset construction and minimisation in :mod:`pda.dfa_kernels`, both over *symbols*: the byte
+classes merged where the NFA moves alike (classes split apart by one edge, like the bytes below
+and above a quote in "any byte but quote or backslash", are often alike everywhere else).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .dfa_kernels import DETERMINIZE_OK, determinize_nfa, minimize_partial
+from .dfa_kernels import DETERMINIZE_OK, class_symbols, determinize_nfa, minimize_partial
 from .errors import LimitExceededError
 from .limits import check_deadline
 from .nfa_kernels import THOMPSON_OK, flatten, thompson
@@ -149,16 +151,32 @@ def _sorted_calls(rows: np.ndarray) -> np.ndarray:
 
 
 def build_rule_dfa(expr: Expr, rule_index: dict[str, int], *, max_states: int) -> RuleDFA:
-    """Determinise and minimise the rule ``expr`` (only live states are kept)."""
-    return _minimize(determinize(expr, rule_index, max_states=max_states))
+    """Determinise and minimise the rule ``expr`` (only live states are kept).
+
+    Both steps run over the rule's *symbols* (:func:`pda.dfa_kernels.class_symbols`), the byte
+    classes merged where the NFA moves alike; the result is spelled over the byte classes.
+    """
+    bounds, symbol, trans, call_rows, accept = _subset(expr, rule_index, max_states, reference=False)
+    return _minimal(bounds, symbol, trans, call_rows, accept)
 
 
-def determinize(expr: Expr, rule_index: dict[str, int], *, max_states: int, reference: bool = False) -> RuleDFA:
+def determinize(expr: Expr, rule_index: dict[str, int], *, max_states: int, reference: bool = False,
+                merge_classes: bool = True) -> RuleDFA:
     """The subset-construction DFA of ``expr`` (all states reachable, not minimal, maybe dead states).
 
     The Thompson NFA comes from the kernel of :mod:`pda.nfa_kernels`; ``reference=True`` builds it
     with the pure-Python :class:`ThompsonNFA` instead (the tests compare the two).
+    ``merge_classes=False`` runs the subset construction over the byte classes themselves rather
+    than over the merged symbols; the DFA is the same, numbering included (the tests compare).
     """
+    bounds, symbol, trans, call_rows, accept = _subset(expr, rule_index, max_states, reference, merge_classes)
+    return RuleDFA(bounds, trans[:, symbol], call_rows, accept)
+
+
+def _subset(expr: Expr, rule_index: dict[str, int], max_states: int, reference: bool,
+            merge_classes: bool = True) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The subset construction of ``expr`` over its symbols: ``(bounds, symbol, trans, call_rows,
+    accept)`` where ``trans[s, symbol[k]]`` is the next state on byte class ``k``."""
     if reference:
         nfa = _NFA(rule_index, max_states)
         start, end = nfa.new(), nfa.new()
@@ -174,56 +192,72 @@ def determinize(expr: Expr, rule_index: dict[str, int], *, max_states: int, refe
         start, end = 0, 1
     bounds = np.unique(np.concatenate([[0, 256], edges[:, 1], edges[:, 2] + 1]))
     nclasses = len(bounds) - 1
-    # byte ranges as class index ranges
+    # byte ranges as class index ranges, then as symbol ranges
     clo = np.searchsorted(bounds, edges[:, 1])
     chi = np.searchsorted(bounds, edges[:, 2] + 1) - 1
     e_ptr, e_rows = _csr(n, np.column_stack([edges[:, 0], clo, chi, edges[:, 3]]))
+    if merge_classes:
+        # Merge the classes on which the NFA moves alike (every pair of states joined on both or
+        # on neither; a string's "any byte but quote and backslash" splits the bytes into classes
+        # that are alike elsewhere).  Symbols are numbered by their first class, so edge ``j``
+        # stands for the symbols whose first class lies in ``clo[j]..chi[j]`` (a run, maybe empty)
+        # and the edges joining two states still hold exactly their symbols.
+        symbol, first = class_symbols(n, nclasses, e_ptr, e_rows[:, 1].copy(), e_rows[:, 2].copy(),
+                                      e_rows[:, 3].copy())
+        e_rows[:, 1] = np.searchsorted(first, e_rows[:, 1])
+        e_rows[:, 2] = np.searchsorted(first, e_rows[:, 2], side="right") - 1
+    else:
+        symbol, first = np.arange(nclasses), np.arange(nclasses)
     eps_ptr, eps_rows = _csr(n, eps)
     c_ptr, c_rows = _csr(n, call_rows)
     status, trans, accept, csrc, crule, cdst = determinize_nfa(
         n, eps_ptr, eps_rows[:, 1].copy(), e_ptr, e_rows[:, 1].copy(), e_rows[:, 2].copy(), e_rows[:, 3].copy(),
-        c_ptr, c_rows[:, 1].copy(), c_rows[:, 2].copy(), start, end, nclasses, max_states,
+        c_ptr, c_rows[:, 1].copy(), c_rows[:, 2].copy(), start, end, len(first), max_states,
     )
     if status != DETERMINIZE_OK:
         raise LimitExceededError("max_states", max_states, "raise max_states or simplify the grammar")
-    return RuleDFA(bounds.tolist(), trans, _sorted_calls(np.column_stack([csrc, crule, cdst])), accept)
+    return bounds.tolist(), symbol, trans, _sorted_calls(np.column_stack([csrc, crule, cdst])), accept
 
 
 def _minimize(d: RuleDFA) -> RuleDFA:
-    """The minimal DFA of ``d``'s language (dead states dropped), states renumbered in first-seen order.
+    """The minimal DFA of ``d``'s language (dead states dropped), states renumbered in first-seen order."""
+    return _minimal(d.bounds, np.arange(len(d.bounds) - 1), d.trans, d.call_rows, d.accept)
 
-    Call edges are transitions too, one label per callee after the byte classes.
+
+def _minimal(bounds: list[int], symbol: np.ndarray, trans: np.ndarray, rows: np.ndarray,
+             accept: np.ndarray) -> RuleDFA:
+    """The minimal DFA of the DFA ``trans[s, symbol[k]]`` (see :func:`_subset`), over byte classes.
+
+    States are renumbered in first-seen order and dead states dropped.  Call edges are transitions
+    too, one label per callee after the symbols.
     """
-    n = len(d.trans)
-    nclasses = len(d.bounds) - 1
-    trans = np.asarray(d.trans, dtype=np.int64).reshape(n, nclasses)
+    n, nsym = trans.shape
     src, cls = np.nonzero(trans >= 0)
-    rows = d.call_rows
-    callees, sym = np.unique(rows[:, 1], return_inverse=True)  # one label per callee after the classes
-    accept = np.asarray(d.accept, dtype=np.bool_)
+    callees, sym = np.unique(rows[:, 1], return_inverse=True)  # one label per callee after the symbols
+    accept = np.asarray(accept, dtype=np.bool_)
     i32 = np.int32
     block, nblocks = minimize_partial(
-        n, np.concatenate([src, rows[:, 0]]).astype(i32), np.concatenate([cls, nclasses + sym.reshape(-1)]).astype(i32),
+        n, np.concatenate([src, rows[:, 0]]).astype(i32), np.concatenate([cls, nsym + sym.reshape(-1)]).astype(i32),
         np.concatenate([trans[src, cls], rows[:, 2]]).astype(i32), accept,
     )
     block = block.astype(np.int64)
     if block[0] < 0:
-        return RuleDFA(d.bounds, np.full((1, nclasses), -1, dtype=np.int32), np.zeros((0, 3), dtype=np.int64),
+        return RuleDFA(bounds, np.full((1, len(symbol)), -1, dtype=np.int32), np.zeros((0, 3), dtype=np.int64),
                        np.zeros(1, dtype=np.bool_))
     # block order: by the smallest state in each block (the start state's block comes first)
-    rep = np.full(nblocks, n, dtype=np.int64)
     live = np.flatnonzero(block >= 0)
-    np.minimum.at(rep, block[live], live)
+    _, firsts = np.unique(block[live], return_index=True)
+    rep = live[firsts]  # the smallest state of each block, by block number
     order = np.argsort(rep, kind="stable")
     rep = rep[order]
     renum = np.empty(nblocks + 1, dtype=np.int64)
     renum[order] = np.arange(nblocks)
     renum[nblocks] = -1  # dead states
     new_of = renum[np.where(block >= 0, block, nblocks)]
-    kept = trans[rep]
+    kept = trans[rep][:, symbol]
     out = np.where(kept >= 0, new_of[np.maximum(kept, 0)], -1).astype(np.int32)
     is_rep = np.zeros(n, dtype=np.bool_)
     is_rep[rep] = True
     keep = is_rep[rows[:, 0]] & (new_of[rows[:, 2]] >= 0)
     calls = np.column_stack([new_of[rows[keep, 0]], rows[keep, 1], new_of[rows[keep, 2]]])
-    return RuleDFA(d.bounds, out, _sorted_calls(calls), accept[rep])
+    return RuleDFA(bounds, out, _sorted_calls(calls), accept[rep])

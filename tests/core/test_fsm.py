@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pda.errors import LimitExceededError
-from pda.fsm import _minimize, build_rule_dfa, determinize, utf8_sequences
+from pda.fsm import _minimize, _subset, build_rule_dfa, determinize, utf8_sequences
 from pda.kernels import run_simple, run_simple_reference
 
 from .util import G
@@ -214,3 +214,37 @@ def test_thompson_kernel_state_limit_like_reference(e) -> None:  # type: ignore[
             except LimitExceededError as exc:
                 outcomes.append(str(exc))
         assert outcomes[0] == outcomes[1], (limit, outcomes)
+
+
+# ----------------------------------------------------------------------------- merged byte classes (symbols)
+
+
+_STRING_BYTE = ByteClass(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7F)))
+_ESCAPED = ByteClass(((0x22, 0x22), (0x5C, 0x5C), (0x6E, 0x6E)))
+
+
+def test_symbols_merge_classes_no_edge_tells_apart() -> None:
+    # a string body: any byte but '"' and '\\', then '"' or an escape; the classes below '"', between
+    # the two and above '\\' are alike everywhere, so they are one symbol
+    e = seq(star(alt(_STRING_BYTE, seq(lit("\\"), _ESCAPED))), lit('"'))
+    bounds, symbol, trans, _, _ = _subset(e, {}, 10_000, reference=False)
+    assert trans.shape[1] < len(bounds) - 1
+    k = {b: int(np.searchsorted(bounds, b, side="right")) - 1 for b in (0x20, 0x23, 0x5D, 0x22, 0x5C, 0x6E)}
+    assert symbol[k[0x20]] == symbol[k[0x23]] == symbol[k[0x5D]]
+    assert len({int(symbol[k[b]]) for b in (0x20, 0x22, 0x5C, 0x6E)}) == 4
+    firsts = [int(np.flatnonzero(symbol == g)[0]) for g in range(trans.shape[1])]
+    assert firsts == sorted(firsts)  # symbols numbered by their first class
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_merged_classes_give_the_same_dfas(seed: int) -> None:
+    """The subset construction over merged symbols is the one over byte classes, numbering included;
+    so is the minimal DFA (the minimiser runs over symbols too)."""
+    rng = random.Random(100 + seed)
+    index = {"x": 1, "y": 2}
+    for _ in range(40):
+        body = star(alt(_STRING_BYTE, seq(lit("\\"), _ESCAPED), _random_expr(rng, 2)))
+        e = alt(seq(_random_expr(rng, 4), body, _random_expr(rng, 3)), _random_expr(rng, 4))
+        plain = determinize(e, index, max_states=100_000, merge_classes=False)
+        assert _same_dfa(determinize(e, index, max_states=100_000), plain), e
+        assert _same_dfa(build_rule_dfa(e, index, max_states=100_000), _minimize(plain)), e

@@ -20,7 +20,7 @@ from .automaton import DEFAULT_MAX_STATES
 from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .errors import SerializationError
-from .precompute import TokenClasses, max_token_length, precompute_classes
+from .precompute import STOP_WARMING, TokenClasses, max_token_length, precompute_classes
 from . import serialize
 from .stack import DEFAULT_MAX_STACK_DEPTH
 from .tokenizer import TokenizerInfo
@@ -337,6 +337,7 @@ class GrammarCompiler:
         thread = threading.Thread(target=run, name="pda-warm", daemon=True)
         with self._disk_lock:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        _BACKGROUND.add(thread)
         thread.start()
 
     def wait(self) -> None:
@@ -346,6 +347,22 @@ class GrammarCompiler:
             threads, self._threads = self._threads, []
         for t in threads:
             t.join()
+
+
+_BACKGROUND: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # every compiler's background threads
+_EXIT_JOIN_SECONDS = 30.0
+
+
+def _stop_background_at_exit() -> None:
+    """Stop the warm-ups between two states and wait (bounded) for every background thread: a
+    daemon thread still inside numba while the interpreter tears down aborts the process."""
+    STOP_WARMING.set()
+    deadline = time.perf_counter() + _EXIT_JOIN_SECONDS
+    for t in list(_BACKGROUND):
+        t.join(max(0.0, deadline - time.perf_counter()))
+
+
+atexit.register(_stop_background_at_exit)  # registered first, so it runs after every flush
 
 
 def _flush_at_exit(ref: weakref.ref[GrammarCompiler]) -> None:

@@ -62,6 +62,9 @@ __all__ = [
 
 # A rule called from more places than this is walked with escapes rather than context expansion.
 ESCAPE_RETURN_SITES = 16
+# Set at interpreter exit: background warm-ups stop between two states, so no thread is still
+# inside numba (compiling, say) while the process tears down (that aborted the process).
+STOP_WARMING = threading.Event()
 # The groups the vocabulary is split into; each group's tokens are classified under a key of the
 # state's automaton bounded by the group's bytes and longest token.  None: one group, walked from
 # every state on its own (no sharing).
@@ -257,7 +260,8 @@ class TokenClasses:
 
     def warm(self, aut: Automaton, *, seconds: float, max_states: int) -> None:
         """Classify states in breadth-first order from the start until ``seconds`` have passed or
-        ``max_states`` are done: the states a document meets first, within a bounded compile time."""
+        ``max_states`` are done: the states a document meets first, within a bounded compile time.
+        Stops early once :data:`STOP_WARMING` is set (the interpreter is exiting)."""
         deadline = time.perf_counter() + seconds
         ws = make_workspace(self._maxlen)
         rets = return_sites(aut)
@@ -265,7 +269,7 @@ class TokenClasses:
         seen = {start}
         queue = deque([start])
         done = 0
-        while queue and done < max_states and time.perf_counter() < deadline:
+        while queue and done < max_states and time.perf_counter() < deadline and not STOP_WARMING.is_set():
             s = queue.popleft()
             if aut.has_bytes[s] and s not in self.by_state:
                 self._compute([s], ws)

@@ -284,6 +284,9 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     lret = -1
     lcount = 0
     lutf8 = False
+    lfail_tok = -1
+    lfail_state = -1
+    lfail_at = 0
     j = -1
     while True:
         j += 1
@@ -349,12 +352,13 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                         if not simple[r]:
                             ls = -1
             elif full:
-                # several threads: one simple thread inside the frame whose state the rest of the
-                # token loops on accepts the token, whatever the others do (a wide state: many
-                # threads, a closure per byte, most tokens accepted by one of them)
+                # several threads: one thread inside the frame whose state the rest of the token
+                # loops on keeps its state and stack to the end, so it accepts the token whatever
+                # the others do (a wide state: many threads, a closure per byte, most tokens
+                # accepted by one of them, an identifier or a string body)
                 for k in range(cnt[d]):
                     q = st[d, k]
-                    if cx[d, k] == 0 and simple[q] and has_loop[q] and (
+                    if cx[d, k] == 0 and has_loop[q] and (
                             data[a + d] >= 0xC2 or trans[q, byte_class[data[a + d]]] == q):
                         ls = q
                         break
@@ -378,6 +382,22 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                     valid = d
                     result = TOKEN_ACCEPTED
                     break
+                if lcount > 0 and not (j == lfail_tok and ls == lfail_state and d < lfail_at):
+                    # only the token's bytes from here on need to loop (a space, then an identifier)
+                    utf = lutf8 and whole_utf8[i] and (data[a + d] < 0x80 or data[a + d] >= 0xC0)
+                    p = d
+                    while p < ln:
+                        x = data[a + p]
+                        if (lbytes[x >> 6] >> np.uint64(x & 63)) & np.uint64(1) == 0 and not (utf and x >= 0x80):
+                            break
+                        p += 1
+                    if p == ln:
+                        valid = d
+                        result = TOKEN_ACCEPTED
+                        break
+                    lfail_tok = j  # no such shortcut on this state before byte p of this token
+                    lfail_state = ls
+                    lfail_at = p
             b = byte_class[data[a + d]]
             if cnt[d] == 1 and lazy[d]:
                 # the thread sits at an end inside a call: popping reaches a_state[n], which can

@@ -104,8 +104,8 @@ def _closure(d, nseeds, node_lo, n_stack, expand, st, nd, cx, cnt, a_state, a_pa
              call_rule, call_return, rule_start):
     """Put the closure of the seed threads into set ``d``; False on overflow.  Sets ``esc_d[d]``
     when a thread reaches the end of an escaping rule at the frame bottom, and lowers
-    ``n_nodes[1]`` to the lowest real-stack node a pop read.  (Arrays, not the NamedTuples: a
-    call with NamedTuple arguments costs about 100 ns in numba.)"""
+    ``n_nodes[1]`` to the lowest real-stack node a pop read.  Inlined into :func:`walk_tokens`
+    (numba IR inlining: a call with this many array arguments cost ~8% of a wide state's walk)."""
     cap = st.shape[1]
     wcap = wl_s.shape[0]
     w = 0
@@ -211,7 +211,9 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     starts with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp``
     gives the common prefixes and a dead prefix jumps over its subtree through ``skip``, so a top
     that allows few tokens costs little more than the tokens it allows; a token whose bytes
-    (``bytesets``) all loop on the start state is accepted without a walk.
+    (``bytesets``) all loop on the start state is accepted without a walk, and so is a token whose
+    remaining bytes loop on the state of some thread inside the frame at the depth the walk reached
+    (that thread keeps its state and stack to the end; :mod:`pda.loop_bytes`).
 
     Returns how many frames of ``stack`` (from the top) some pop read: a stack that agrees with
     this one on that many top frames gets the same answer for every token.

@@ -15,6 +15,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .loop_bytes import loop_bytes, utf8_loops
+
 __all__ = [
     "KernelAutomaton", "Workspace", "make_workspace", "walk_tokens", "partition_codes", "TOKEN_REJECTED",
     "TOKEN_ACCEPTED", "TOKEN_UNCERTAIN", "TOKEN_OVERFLOW",
@@ -81,7 +83,7 @@ def make_workspace(max_token_len: int) -> Workspace:
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _node(a_state, a_parent, n_nodes, lo, state, parent):
     # hash-consing among the live nodes from `lo` on: the closures pass the first local node, so
     # equal stacks pushed at different depths are one node (an ambiguous prefix such as a run of
@@ -98,14 +100,14 @@ def _node(a_state, a_parent, n_nodes, lo, state, parent):
     return k
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _closure(d, nseeds, node_lo, n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes, seeds_s, seeds_n,
              seeds_c, wl_s, wl_n, wl_c, esc_d, is_end, state_rule, rule_escape, ret_ptr, ret_state, call_ptr,
              call_rule, call_return, rule_start):
     """Put the closure of the seed threads into set ``d``; False on overflow.  Sets ``esc_d[d]``
     when a thread reaches the end of an escaping rule at the frame bottom, and lowers
-    ``n_nodes[1]`` to the lowest real-stack node a pop read.  (Arrays, not the NamedTuples: a
-    call with NamedTuple arguments costs about 100 ns in numba.)"""
+    ``n_nodes[1]`` to the lowest real-stack node a pop read.  Inlined into :func:`walk_tokens`
+    (numba IR inlining: a call with this many array arguments cost ~8% of a wide state's walk)."""
     cap = st.shape[1]
     wcap = wl_s.shape[0]
     w = 0
@@ -196,83 +198,6 @@ def _single(d, t, n, c, expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, st
 
 
 @njit(cache=True, nogil=True)
-def _loop_bytes(trans, class_bytes, s, r, loops):
-    """Into ``loops``, the bytes that keep a thread on state ``s`` and that state ``r`` (a pop not
-    written out; -1 for none) cannot read; returns how many."""
-    for k in range(4):
-        loops[k] = 0
-    n = 0
-    for c in range(trans.shape[1]):
-        if trans[s, c] == s and (r < 0 or trans[r, c] < 0):
-            for k in range(4):
-                loops[k] |= class_bytes[c, k]
-            n += 1
-    return n
-
-
-@njit(cache=True, nogil=True)
-def _utf8_loops(trans, byte_class, s, r):
-    """True when every multi-byte UTF-8 character leads from state ``s`` back to ``s`` (and state
-    ``r``, a pop not written out, if >= 0, reads no lead byte): then a whole-UTF-8 token whose
-    ASCII bytes loop on ``s`` stays on ``s``."""
-    for lead in range(0xC2, 0xF5):
-        c = byte_class[lead]
-        if r >= 0 and trans[r, c] >= 0:
-            return False
-        t = trans[s, c]
-        if t < 0:
-            return False
-        lo, hi = 0x80, 0xBF
-        if lead == 0xE0:
-            lo = 0xA0
-        elif lead == 0xED:
-            hi = 0x9F
-        elif lead == 0xF0:
-            lo = 0x90
-        elif lead == 0xF4:
-            hi = 0x8F
-        ncont = 1 if lead < 0xE0 else 2 if lead < 0xF0 else 3
-        if not _conts_reach(trans, byte_class, t, ncont, s, lo, hi):
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True)
-def _conts_reach(trans, byte_class, t, k, s, lo, hi):
-    """Every sequence of ``k`` (1 to 3) continuation bytes, the first in ``lo..hi``, leads from ``t``
-    to ``s`` (each distinct state after a byte is followed once).  Written as loops, not recursion:
-    numba's on-disk cache does not reload a self-recursive kernel safely."""
-    prev1 = -1
-    for b1 in range(lo, hi + 1):
-        t1 = trans[t, byte_class[b1]]
-        if t1 < 0:
-            return False
-        if t1 == prev1:
-            continue
-        prev1 = t1
-        if k == 1:
-            if t1 != s:
-                return False
-            continue
-        prev2 = -1
-        for b2 in range(0x80, 0xC0):
-            t2 = trans[t1, byte_class[b2]]
-            if t2 < 0:
-                return False
-            if t2 == prev2:
-                continue
-            prev2 = t2
-            if k == 2:
-                if t2 != s:
-                    return False
-                continue
-            for b3 in range(0x80, 0xC0):
-                if trans[t2, byte_class[b3]] != s:
-                    return False
-    return True
-
-
-@njit(cache=True, nogil=True)
 def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     """Classify the sorted tokens ``cand`` (ascending sorted-trie indices) from one top.
 
@@ -288,7 +213,9 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     starts with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp``
     gives the common prefixes and a dead prefix jumps over its subtree through ``skip``, so a top
     that allows few tokens costs little more than the tokens it allows; a token whose bytes
-    (``bytesets``) all loop on the start state is accepted without a walk.
+    (``bytesets``) all loop on the start state is accepted without a walk, and so is a token whose
+    remaining bytes loop on the state of some thread inside the frame at the depth the walk reached
+    (that thread keeps its state and stack to the end; :mod:`pda.loop_bytes`).
 
     Returns how many frames of ``stack`` (from the top) some pop read: a stack that agrees with
     this one on that many top frames gets the same answer for every token.
@@ -346,7 +273,7 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
             if trans[start_state, byte_class[b]] == start_state:
                 loops[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
                 nloops += 1
-        utf8 = nloops > 0 and _utf8_loops(trans, byte_class, start_state, -1)
+        utf8 = nloops > 0 and utf8_loops(trans, byte_class, start_state, -1)
     # the same for a one-thread depth >= 1 of the current prefix
     class_bytes = np.zeros((trans.shape[1], 4), dtype=np.uint64)
     if full:
@@ -361,6 +288,9 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     lret = -1
     lcount = 0
     lutf8 = False
+    lfail_tok = -1
+    lfail_state = -1
+    lfail_at = 0
     j = -1
     while True:
         j += 1
@@ -415,33 +345,63 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         n_nodes[0] = a_top[d]
         result = -1
         while d < ln:
-            if full and d >= 1 and cnt[d] == 1 and cx[d, 0] == 0 and has_loop[st[d, 0]] and (
-                    data[a + d] >= 0xC2 or trans[st[d, 0], byte_class[data[a + d]]] == st[d, 0]):
-                # one thread, whose next byte loops (or starts a character): when every byte of the token loops on its state, the rest of the
-                # token stays there: accepted, and so is every later token with this prefix whose
-                # bytes loop there too (armed as kdepth / loopsk)
-                r = -1
-                if lazy[d]:
-                    r = a_state[nd[d, 0]]
-                    if not simple[r]:
-                        r = -2
-                if r != -2:
-                    if st[d, 0] != lstate or r != lret:
-                        lstate = st[d, 0]
-                        lret = r
-                        lcount = _loop_bytes(trans, class_bytes, lstate, r, lbytes)
-                        lutf8 = lcount > 0 and _utf8_loops(trans, byte_class, lstate, r)
-                    if lcount > 0 and (bytesets[i, 0] & ~lbytes[0]) == 0 and (bytesets[i, 1] & ~lbytes[1]) == 0 \
-                            and ((bytesets[i, 2] & ~lbytes[2]) == 0 and (bytesets[i, 3] & ~lbytes[3]) == 0
-                                 or lutf8 and whole_utf8[i]):
-                        for k in range(4):
-                            loopsk[k] = lbytes[k]
-                        utf8k = lutf8
-                        nloopsk = 1
-                        kdepth = d
+            ls = -1  # a thread inside the frame whose next byte loops on its state (or starts a character)
+            r = -1  # ... and the state a pop not written out reaches (-1: none)
+            if full and cnt[d] == 1:
+                if d >= 1 and cx[d, 0] == 0 and has_loop[st[d, 0]] and (
+                        data[a + d] >= 0xC2 or trans[st[d, 0], byte_class[data[a + d]]] == st[d, 0]):
+                    ls = st[d, 0]
+                    if lazy[d]:
+                        r = a_state[nd[d, 0]]
+                        if not simple[r]:
+                            ls = -1
+            elif full:
+                # several threads: one thread inside the frame whose state the rest of the token
+                # loops on keeps its state and stack to the end, so it accepts the token whatever
+                # the others do (a wide state: many threads, a closure per byte, most tokens
+                # accepted by one of them, an identifier or a string body)
+                for k in range(cnt[d]):
+                    q = st[d, k]
+                    if cx[d, k] == 0 and has_loop[q] and (
+                            data[a + d] >= 0xC2 or trans[q, byte_class[data[a + d]]] == q):
+                        ls = q
+                        break
+            if ls >= 0:
+                # when every byte of the token loops on that state, the rest of the token stays
+                # there: accepted, and so is every later token with this prefix whose bytes loop
+                # there too (armed as kdepth / loopsk)
+                if ls != lstate or r != lret:
+                    lstate = ls
+                    lret = r
+                    lcount = loop_bytes(trans, class_bytes, lstate, r, lbytes)
+                    lutf8 = lcount > 0 and utf8_loops(trans, byte_class, lstate, r)
+                if lcount > 0 and (bytesets[i, 0] & ~lbytes[0]) == 0 and (bytesets[i, 1] & ~lbytes[1]) == 0 \
+                        and ((bytesets[i, 2] & ~lbytes[2]) == 0 and (bytesets[i, 3] & ~lbytes[3]) == 0
+                             or lutf8 and whole_utf8[i]):
+                    for k in range(4):
+                        loopsk[k] = lbytes[k]
+                    utf8k = lutf8
+                    nloopsk = 1
+                    kdepth = d
+                    valid = d
+                    result = TOKEN_ACCEPTED
+                    break
+                if lcount > 0 and not (j == lfail_tok and ls == lfail_state and d < lfail_at):
+                    # only the token's bytes from here on need to loop (a space, then an identifier)
+                    utf = lutf8 and whole_utf8[i] and (data[a + d] < 0x80 or data[a + d] >= 0xC0)
+                    p = d
+                    while p < ln:
+                        x = data[a + p]
+                        if (lbytes[x >> 6] >> np.uint64(x & 63)) & np.uint64(1) == 0 and not (utf and x >= 0x80):
+                            break
+                        p += 1
+                    if p == ln:
                         valid = d
                         result = TOKEN_ACCEPTED
                         break
+                    lfail_tok = j  # no such shortcut on this state before byte p of this token
+                    lfail_state = ls
+                    lfail_at = p
             b = byte_class[data[a + d]]
             if cnt[d] == 1 and lazy[d]:
                 # the thread sits at an end inside a call: popping reaches a_state[n], which can

@@ -262,15 +262,7 @@ class MaskCache:
         """Copy ``key``'s row into the numpy row ``out`` and return True, or return False (a miss).
         Counts a hit or a miss.  The copy happens under the lock, so no other thread's ``put`` can
         replace the row half way: the one-matcher path of a CPU pool needs no pinning."""
-        with self._lock:
-            slot = self._get(key, None)
-            if slot is None:
-                return False
-            if self._host is not None:
-                out[:] = self._host[slot]
-            else:
-                out[:] = self._pool[slot].cpu().numpy()
-            return True
+        return self.get_many_into([key], out[None], [0])[0]
 
     def get_many_into(self, keys: Sequence[Hashable], out: np.ndarray, rows: Sequence[int]) -> list[bool]:
         """``get_into`` of each key into ``out[rows[i]]`` under one hold of the lock; True where it
@@ -279,12 +271,11 @@ class MaskCache:
             raise BitmaskError(f"MaskCache.get_many_into: {len(keys)} keys but {len(rows)} rows")
         with self._lock:
             slots = [self._get(k, None) for k in keys]
-            pool = self._host if self._host is not None else self._pool
+            host = self._host
             for r, slot in zip(rows, slots):
                 if slot is not None:
-                    out[r] = pool[slot] if self._host is not None else pool[slot].cpu().numpy()
-            hit = [s is not None for s in slots]
-            return hit
+                    out[r] = host[slot] if host is not None else self._pool[slot].cpu().numpy()
+        return [s is not None for s in slots]
 
     def put(self, key: Hashable, row: Any) -> int:
         """Store a copy of ``row`` (``int32[words]``) under ``key`` and return its slot.

@@ -267,10 +267,9 @@ def _compute_group(matchers: Sequence[GrammarMatcher], positions: list[int]) -> 
     first = matchers[positions[0]]
     row, key = first._compute_entry(first._cfg)
     out = [(positions[0], row, key)]
-    depth = first._compiled.signature_depth
     for k in positions[1:]:
         m = matchers[k]
-        mine = m._key(m._cfg, {s: depth.get(s, 0) for s, _ in m._cfg.tops}) if key is not None else None
+        mine = m._current_key(m._cfg) if key is not None else None
         out.append((k, row, key) if mine is not None and mine == key else (k, *m._compute_entry(m._cfg)))
     return out
 

@@ -19,13 +19,12 @@ are per matcher, so they are added after the cached row is copied.
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .kernels import set_bits
-from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, Workspace, make_workspace, walk_tokens
+from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, thread_workspace, walk_tokens
 from .stack import BOTTOM, StackArena
 from .walker import Config, Walker, as_bytes
 
@@ -37,7 +36,6 @@ __all__ = ["GrammarMatcher"]
 _MAX_STACK_PATHS = 64  # linear stacks enumerated per top before falling back to the byte walker
 _MAX_JUMP = 4096
 _KEY_MEMO_LIMIT = 4096  # configurations whose mask keys a matcher remembers
-_SCRATCH = threading.local()  # per thread: kernel workspaces by longest token length
 ARENA_RESET_NODES = 1 << 16  # reset() starts a new stack arena once the old one has this many nodes
 
 MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
@@ -160,7 +158,7 @@ class GrammarMatcher:
     def fork(self) -> GrammarMatcher:
         """An independent copy (for beam search or parallel sampling); shares read-only data.
         A fork may be used from another thread: the stack arena they share interns nodes under
-        a lock, and scratch arrays and memo tables are never shared."""
+        a lock, kernel scratch arrays are per thread and memo tables per matcher."""
         other = object.__new__(GrammarMatcher)
         other.__dict__.update(self.__dict__)
         other._history = list(self._history)
@@ -210,7 +208,11 @@ class GrammarMatcher:
         try:
             return self._keys[cfg]
         except KeyError:
-            pass
+            return self._current_key(cfg)
+
+    def _current_key(self, cfg: Config) -> MaskKey | None:
+        """The cache key of ``cfg`` at the signature depths as they are now (remembered, replacing a
+        key made before a computation deepened them)."""
         depth = self._compiled.signature_depth
         key = self._key(cfg, {s: depth.get(s, 0) for s, _ in cfg.tops})
         if len(self._keys) >= _KEY_MEMO_LIMIT:
@@ -286,18 +288,6 @@ class GrammarMatcher:
         self._keys[cfg] = key
         return row, key
 
-    def _workspace(self) -> Workspace:
-        """This thread's kernel scratch arrays (about 1.4 MB for a 128-byte longest token), shared by
-        every matcher the thread fills: a batch of many matchers does not hold one each."""
-        n = self._compiled.max_token_length
-        mine: dict[int, Workspace] | None = getattr(_SCRATCH, "by_length", None)
-        if mine is None:
-            mine = _SCRATCH.by_length = {}
-        ws = mine.get(n)
-        if ws is None:
-            ws = mine[n] = make_workspace(n)
-        return ws
-
     def _survivors(self, s: int, parents: frozenset[int], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
         """The ids of the uncertain tokens ``unc`` (sorted-trie indices) that the real stack below
         top ``s`` accepts, and how many frames the walks read (None: read by the byte walker,
@@ -308,7 +298,7 @@ class GrammarMatcher:
         out = np.empty(unc.shape[0], dtype=np.int8)
         read: int | None = 0
         fallback = paths is None
-        ws = self._workspace()
+        ws = thread_workspace(comp.max_token_length)
         for path in paths or ():
             r = walk_tokens(comp.kernel, comp.trie, unc, s, path, False, out, ws)
             read = max(read, r)  # type: ignore[type-var]

@@ -49,7 +49,7 @@ import numpy as np
 from .automaton import Automaton
 from .kernels import set_bits
 from .lookahead import LookaheadScratch, byte_runs, first_byte_weight, lookahead_key, make_scratch
-from .token_walk import KernelAutomaton, Workspace, make_workspace, partition_codes, walk_tokens
+from .token_walk import KernelAutomaton, Workspace, partition_codes, thread_workspace, walk_tokens
 from .normalize import REPEAT_PREFIX
 from .share import SHARED_PREFIX
 from .token_groups import GROUPS, GroupSpec, TokenGroup, token_groups
@@ -175,16 +175,8 @@ class TokenClasses:
     def get(self, state: int) -> StateClasses:
         got = self.by_state.get(state)
         if got is None:
-            got = self._compute([state], self._workspace())[0]
+            got = self._compute([state], thread_workspace(self._maxlen))[0]
         return got
-
-    def _workspace(self) -> Workspace:
-        """This thread's scratch arrays (kernels run on several threads at once).  A nested ``get``
-        (a callee's classes, asked for before the caller's walk starts) may share them."""
-        ws = getattr(self._local, "ws", None)
-        if ws is None:
-            ws = self._local.ws = make_workspace(self._maxlen)
-        return ws
 
     def _scratch(self) -> LookaheadScratch:
         sc = getattr(self._local, "scratch", None)
@@ -263,7 +255,7 @@ class TokenClasses:
         ``max_states`` are done: the states a document meets first, within a bounded compile time.
         Stops early once :data:`STOP_WARMING` is set (the interpreter is exiting)."""
         deadline = time.perf_counter() + seconds
-        ws = make_workspace(self._maxlen)
+        ws = thread_workspace(self._maxlen)
         rets = return_sites(aut)
         start = int(aut.rule_start[0])
         seen = {start}
@@ -290,10 +282,10 @@ class TokenClasses:
         todo = [s for s in self.states if s not in self.by_state]
         n = max(1, min(threads or os.cpu_count() or 1, 8, len(todo)))
         if n == 1:
-            self._compute(todo, make_workspace(self._maxlen), progress)
+            self._compute(todo, thread_workspace(self._maxlen), progress)
             return
         with ThreadPoolExecutor(n) as pool:
-            list(pool.map(lambda chunk: self._compute(chunk, make_workspace(self._maxlen), progress),
+            list(pool.map(lambda chunk: self._compute(chunk, thread_workspace(self._maxlen), progress),
                           [todo[k::n] for k in range(n)]))
 
 

@@ -10,6 +10,7 @@ costs about 100 ns).
 
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -18,7 +19,7 @@ from numba import njit
 from .loop_bytes import loop_bytes, utf8_loops
 
 __all__ = [
-    "KernelAutomaton", "Workspace", "make_workspace", "walk_tokens", "partition_codes", "TOKEN_REJECTED",
+    "KernelAutomaton", "Workspace", "make_workspace", "thread_workspace", "walk_tokens", "partition_codes", "TOKEN_REJECTED",
     "TOKEN_ACCEPTED", "TOKEN_UNCERTAIN", "TOKEN_OVERFLOW",
 ]
 
@@ -81,6 +82,22 @@ def make_workspace(max_token_len: int) -> Workspace:
         np.empty(4 * _CAP, np.int32), np.empty(4 * _CAP, np.int32), np.empty(4 * _CAP, np.int8),
         np.zeros(d, np.int8), np.zeros(d, np.int8),
     )
+
+
+_THREAD = threading.local()  # per thread: workspaces by longest token length
+
+
+def thread_workspace(max_token_len: int) -> Workspace:
+    """This thread's workspace for tokens of at most ``max_token_len`` bytes (about 1.4 MB for 128),
+    shared by every matcher and token-class computation on the thread: a walk never outlives its
+    kernel call, so one workspace per thread is enough."""
+    mine: dict[int, Workspace] | None = getattr(_THREAD, "by_length", None)
+    if mine is None:
+        mine = _THREAD.by_length = {}
+    ws = mine.get(max_token_len)
+    if ws is None:
+        ws = mine[max_token_len] = make_workspace(max_token_len)
+    return ws
 
 
 @njit(cache=True, nogil=True, inline="always")

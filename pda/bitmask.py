@@ -11,7 +11,9 @@ load it; ``BITMASK_DTYPE`` is resolved on first access.
 
 from __future__ import annotations
 
+import threading
 import warnings
+import weakref
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
@@ -294,14 +296,27 @@ def _triton_interpreting() -> bool:
 _TRITON: bool | None = None
 
 
+def _noop() -> None:
+    return None
+
+
+_VIEWS = threading.local()  # per thread: the last CPU tensor filled, and its numpy view
+
+
 def _row_view_for_fill(bitmask: Any, index: int, words: int) -> tuple[Any, Any]:
     """A numpy int32 row to write a mask into, and a function that commits it to ``bitmask``.
 
     CPU tensors and numpy arrays are written in place (no copy); a CUDA row is written on the host
-    and copied over in one transfer when committed.
+    and copied over in one transfer when committed.  The numpy view of the last CPU tensor each
+    thread filled is kept (a weak reference, checked against the tensor's storage, shape and
+    strides): a decode loop fills the same bitmask at every step.
     """
-    import numpy as np
-
+    last = getattr(_VIEWS, "last", None)
+    if last is not None and last[0]() is bitmask:
+        _, ptr, shape, strides, rows = last
+        if bitmask.data_ptr() == ptr and bitmask.shape == shape and bitmask.stride() == strides \
+                and 0 <= index < rows.shape[0]:
+            return rows[index], _noop
     if isinstance(bitmask, np.ndarray):
         if bitmask.dtype != np.int32:
             raise BitmaskError(f"bitmask must have dtype int32, got {bitmask.dtype}")
@@ -317,9 +332,11 @@ def _row_view_for_fill(bitmask: Any, index: int, words: int) -> tuple[Any, Any]:
     if not 0 <= index < rows.shape[0]:
         raise BitmaskError(f"bitmask row index {index} is out of range for {rows.shape[0]} rows")
     if isinstance(rows, np.ndarray):
-        return rows[index], lambda: None
+        return rows[index], _noop
     if rows.device.type == "cpu":
-        return rows[index].numpy(), lambda: None
+        view = rows.numpy()
+        _VIEWS.last = (weakref.ref(bitmask), bitmask.data_ptr(), bitmask.shape, bitmask.stride(), view)
+        return view[index], _noop
     import torch
 
     host = np.zeros(words, dtype=np.int32)

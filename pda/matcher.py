@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .bitmask import _row_view_for_fill
 from .kernels import set_bits
 from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, thread_workspace, walk_tokens
 from .stack import BOTTOM, StackArena
@@ -170,8 +171,6 @@ class GrammarMatcher:
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:  # type: ignore[no-untyped-def]
         """Write the allowed tokens into row ``index`` of ``bitmask`` (int32, ceil(vocab/32) words;
         a torch tensor or a numpy array).  Reads the state only.  Returns True (a mask to apply)."""
-        from .bitmask import _row_view_for_fill  # lazy: torch
-
         row, commit = _row_view_for_fill(bitmask, index, self._compiled.words)
         self._fill_row(row)
         commit()

@@ -296,6 +296,31 @@ def test_fill_writes_only_its_row(json_cg, info: TokenizerInfo) -> None:
     assert not padding.any()  # bits past the vocabulary are clear
 
 
+def test_refilling_one_bitmask_follows_its_changes(json_cg, info: TokenizerInfo) -> None:
+    """A decode loop fills one tensor again and again (the matcher keeps its numpy view): a
+    tensor changed in place in between (resized, given other storage) is written as it is now."""
+    m = GrammarMatcher(json_cg)
+    want = m.next_token_mask()
+    words = want.shape[0]
+    bitmask = allocate_token_bitmask(2, info.vocab_size)
+    for index in (0, 1, 1):
+        bitmask.fill_(0)
+        m.fill_next_token_bitmask(bitmask, index)
+        assert np.array_equal(bitmask[index].numpy(), want) and not bitmask[1 - index].any()
+    bitmask.resize_(1, words)
+    with pytest.raises(BitmaskError, match="row index 1 is out of range for 1 rows"):
+        m.fill_next_token_bitmask(bitmask, 1)
+    other = torch.zeros(3, words, dtype=torch.int32)
+    bitmask.set_(other)  # the same tensor object, another storage
+    m.fill_next_token_bitmask(bitmask, 2)
+    assert np.array_equal(other[2].numpy(), want) and not other[:2].any()
+    assert m.accept_string('{"a": ')
+    fresh = allocate_token_bitmask(3, info.vocab_size)  # maybe at the freed tensor's address
+    del bitmask, other
+    m.fill_next_token_bitmask(fresh, 0)
+    assert np.array_equal(fresh[0].numpy(), m.next_token_mask())
+
+
 @pytest.mark.parametrize(("make", "message"), [
     (lambda w: torch.zeros(1, w, dtype=torch.int64), "dtype torch.int32"),
     (lambda w: torch.zeros(1, w, dtype=torch.uint8), "dtype torch.int32"),

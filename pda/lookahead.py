@@ -8,7 +8,9 @@ rule, the escape.  So two states whose automata agree up to ``k`` bytes give eve
 most ``k`` bytes the same class, in any grammar.  A token made only of the bytes of a set ``X``
 moreover follows only byte moves labelled in ``X``: agreeing on those is enough for it.
 
-:func:`lookahead_key` writes that bounded part of the automaton down canonically and hashes it:
+:func:`lookahead_keys` writes that bounded part of the automaton down canonically and hashes it, for
+several bounds ``k`` at once (one search: the region of a smaller bound is the first layers of a
+larger one's, numbered alike, so its encoding is the same as a search of its own would write):
 
 * states are numbered in the order a layered breadth-first search from ``s`` over the bytes of
   ``X`` (ascending) meets them: layer ``d`` holds the states whose fewest bytes from ``s`` is
@@ -35,9 +37,10 @@ from numba import njit
 
 from .token_walk import KernelAutomaton
 
-__all__ = ["LookaheadScratch", "byte_runs", "make_scratch", "lookahead_key", "lookahead_code", "first_byte_weight"]
+__all__ = ["LookaheadScratch", "byte_runs", "make_scratch", "lookahead_key", "lookahead_keys", "first_byte_weight"]
 
-_CODE_WORDS = 1 << 18  # int32 words of one encoding
+_CODE_WORDS = 1 << 18  # int32 words of the encodings of one search
+_MAX_BOUNDS = 16  # bounds one search serves
 
 
 class LookaheadScratch(NamedTuple):
@@ -46,12 +49,14 @@ class LookaheadScratch(NamedTuple):
     ids: np.ndarray  # int32[S]: -1, or a state's number in the current search (reset after use)
     order: np.ndarray  # int32[cap + 1]: the states met, in order
     depth: np.ndarray  # int32[cap + 1]: the layer of each
-    code: np.ndarray  # int32[_CODE_WORDS]: the encoding
+    code: np.ndarray  # int32[_CODE_WORDS]: the encodings
+    spans: np.ndarray  # int64[_MAX_BOUNDS, 2]: where each encoding lies in ``code``
 
 
 def make_scratch(num_states: int, cap: int) -> LookaheadScratch:
     return LookaheadScratch(np.full(num_states, -1, np.int32), np.empty(cap + 1, np.int32),
-                            np.empty(cap + 1, np.int32), np.empty(_CODE_WORDS, np.int32))
+                            np.empty(cap + 1, np.int32), np.empty(_CODE_WORDS, np.int32),
+                            np.empty((_MAX_BOUNDS, 2), np.int64))
 
 
 def byte_runs(byte_class: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -125,22 +130,26 @@ def first_byte_weight(trans, is_end, call_ptr, call_rule, call_return, rule_star
 
 
 @njit(cache=True, nogil=True)
-def lookahead_code(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
-                   rule_escape, run_start, run_class, state, k, cap, ids, order, depth, code):
-    """Write the canonical encoding of the ``k``-byte region of ``state`` into ``code``; returns its
-    length in words, or -1 when the region has more than ``cap`` states or the encoding does not
-    fit.  ``ids`` must be all -1 on entry and is all -1 again on return."""
+def _region(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state, rule_escape,
+            run_class, state, k, cap, ids, order, depth):
+    """Meet the states of the ``k``-byte region of ``state`` in layers (see the module docstring):
+    ``order[:n]`` in their numbers, ``depth`` their layers, ``ids`` their numbers.  Returns ``(n,
+    last)``: ``n`` states met, of which layers ``0..last`` are complete; ``last < k`` when layer
+    ``last + 1`` would pass ``cap`` states (``last`` is -1 when layer 0 would), and the states met
+    of that layer are in ``order[:n]`` too."""
     n = _meet(state, 0, ids, order, depth, 0, cap)
     i = 0
     d = 0
     lo = 0  # where layer d starts in order
     while True:
-        if n >= 0:
-            n = _close(i, n, d, call_ptr, call_rule, call_return, rule_start, is_end, state_rule, rule_escape,
-                       ret_ptr, ret_state, ids, order, depth, cap)
-            i = n
-        if n < 0 or d >= k:
-            break
+        m = _close(i, n, d, call_ptr, call_rule, call_return, rule_start, is_end, state_rule, rule_escape,
+                   ret_ptr, ret_state, ids, order, depth, cap)
+        if m < 0:
+            return cap, d - 1
+        n = m
+        i = n
+        if d >= k:
+            return n, k
         # open layer d + 1: the byte successors of layer d
         hi = n
         for j in range(lo, hi):
@@ -148,75 +157,125 @@ def lookahead_code(trans, is_end, call_ptr, call_rule, call_return, rule_start, 
             for r in range(run_class.shape[0]):
                 t = trans[q, run_class[r]]
                 if t >= 0:
-                    n = _meet(t, d + 1, ids, order, depth, n, cap)
-                    if n < 0:
-                        break
-            if n < 0:
-                break
-        if n < 0 or n == hi:
-            break
+                    m = _meet(t, d + 1, ids, order, depth, n, cap)
+                    if m < 0:
+                        return cap, d
+                    n = m
+        if n == hi:
+            return n, k  # no state past layer d: every later layer is empty
         lo = hi
         d += 1
-    w = -1
-    if n >= 0:
-        w = 0
-        limit = code.shape[0]
-        for j in range(n):
-            q = order[j]
-            if w + 8 + 2 * (call_ptr[q + 1] - call_ptr[q]) + 2 * run_class.shape[0] >= limit:
-                w = -1
-                break
-            esc = rule_escape[state_rule[q]]
-            below = depth[j] < k
-            code[w] = (1 if is_end[q] else 0) | (2 if esc else 0) | (4 if below else 0)
+
+
+@njit(cache=True, nogil=True)
+def _encode(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state, rule_escape,
+            run_start, run_class, k, n, ids, order, depth, code):
+    """Write the canonical encoding of the ``k``-byte region from the states met by :func:`_region`
+    (``order[:n]``, layers ``0..k`` complete) into ``code``; returns its length in words, or -1 when
+    it does not fit."""
+    w = 0
+    limit = code.shape[0]
+    for j in range(n):
+        if depth[j] > k:
+            break
+        q = order[j]
+        if w + 8 + 2 * (call_ptr[q + 1] - call_ptr[q]) + 2 * run_class.shape[0] >= limit:
+            return -1
+        esc = rule_escape[state_rule[q]]
+        below = depth[j] < k
+        code[w] = (1 if is_end[q] else 0) | (2 if esc else 0) | (4 if below else 0)
+        w += 1
+        code[w] = call_ptr[q + 1] - call_ptr[q]
+        w += 1
+        for e in range(call_ptr[q], call_ptr[q + 1]):
+            code[w] = ids[rule_start[call_rule[e]]]
+            code[w + 1] = ids[call_return[e]]
+            w += 2
+        if is_end[q] and not esc:
+            r = state_rule[q]
+            if w + 1 + ret_ptr[r + 1] - ret_ptr[r] >= limit:
+                return -1
+            code[w] = ret_ptr[r + 1] - ret_ptr[r]
             w += 1
-            code[w] = call_ptr[q + 1] - call_ptr[q]
+            for e in range(ret_ptr[r], ret_ptr[r + 1]):
+                code[w] = ids[ret_state[e]]
+                w += 1
+        if below:
+            at = w
             w += 1
-            for e in range(call_ptr[q], call_ptr[q + 1]):
-                code[w] = ids[rule_start[call_rule[e]]]
-                code[w + 1] = ids[call_return[e]]
-                w += 2
-            if is_end[q] and not esc:
-                r = state_rule[q]
-                if w + 1 + ret_ptr[r + 1] - ret_ptr[r] >= limit:
-                    w = -1
-                    break
-                code[w] = ret_ptr[r + 1] - ret_ptr[r]
-                w += 1
-                for e in range(ret_ptr[r], ret_ptr[r + 1]):
-                    code[w] = ids[ret_state[e]]
-                    w += 1
-            if below:
-                at = w
-                w += 1
-                runs = 0
-                last = -2
-                for r in range(run_class.shape[0]):
-                    t = trans[q, run_class[r]]
-                    tid = ids[t] if t >= 0 else -1
-                    if tid != last:
-                        code[w] = run_start[r]
-                        code[w + 1] = tid
-                        w += 2
-                        runs += 1
-                        last = tid
-                code[at] = runs
-    m = n if n >= 0 else cap
-    for j in range(m):
-        ids[order[j]] = -1
+            runs = 0
+            last = -2
+            for r in range(run_class.shape[0]):
+                t = trans[q, run_class[r]]
+                tid = ids[t] if t >= 0 else -1
+                if tid != last:
+                    code[w] = run_start[r]
+                    code[w + 1] = tid
+                    w += 2
+                    runs += 1
+                    last = tid
+            code[at] = runs
     return w
+
+
+@njit(cache=True, nogil=True)
+def _region_codes(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
+                  rule_escape, run_start, run_class, state, ks, caps, ids, order, depth, code, spans):
+    """The encodings of the regions of ``state`` for each bound ``ks[i]`` (with cap ``caps[i]``),
+    one after the other in ``code``: ``spans[i]`` is ``(start, end)``, or ``(0, -1)`` for a region
+    past its cap or an encoding that does not fit.  One search serves every bound: the regions of
+    smaller bounds are its first layers, numbered alike.  ``ids`` is all -1 on entry and on return."""
+    kmax = 0
+    cmax = 0
+    for i in range(ks.shape[0]):
+        kmax = max(kmax, ks[i])
+        cmax = max(cmax, caps[i])
+    n, last = _region(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
+                      rule_escape, run_class, state, kmax, cmax, ids, order, depth)
+    at = 0
+    for i in range(ks.shape[0]):
+        k = ks[i]
+        size = 0
+        while size < n and depth[size] <= k:
+            size += 1
+        w = -1
+        if k <= last and size <= caps[i]:
+            w = _encode(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
+                        rule_escape, run_start, run_class, k, size, ids, order, depth, code[at:])
+        if w < 0:
+            spans[i, 0] = 0
+            spans[i, 1] = -1
+        else:
+            spans[i, 0] = at
+            spans[i, 1] = at + w
+            at += w
+    for j in range(n):
+        ids[order[j]] = -1
+
+
+def lookahead_keys(A: KernelAutomaton, runs: tuple[np.ndarray, np.ndarray], name: str, state: int,
+                   ks: np.ndarray, caps: np.ndarray, scratch: LookaheadScratch) -> list[bytes | None]:
+    """For each bound ``ks[i]``, the digest of the ``ks[i]``-byte region of ``state`` over the bytes
+    of ``runs`` (see the module docstring), or None when it has more than ``caps[i]`` states (or
+    more words of encoding than the scratch holds).  ``runs`` is :func:`byte_runs` of the
+    automaton's byte classes and a byte set that ``name`` stands for in every grammar; ``ks`` and
+    ``caps`` are int64 arrays."""
+    spans = scratch.spans[:ks.shape[0]]
+    _region_codes(A.trans, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start, A.state_rule, A.ret_ptr,
+                  A.ret_state, A.rule_escape, runs[0], runs[1], state, ks, caps, scratch.ids, scratch.order,
+                  scratch.depth, scratch.code, spans)
+    out: list[bytes | None] = []
+    for (a, b), k in zip(spans.tolist(), ks.tolist()):
+        if b < 0:
+            out.append(None)
+            continue
+        h = xxhash.xxh3_128(f"pda-lookahead-v1|{name}|{k}|".encode())
+        h.update(scratch.code[a:b].tobytes())
+        out.append(h.digest())
+    return out
 
 
 def lookahead_key(A: KernelAutomaton, runs: tuple[np.ndarray, np.ndarray], name: str, state: int, k: int, cap: int,
                   scratch: LookaheadScratch) -> bytes | None:
-    """The digest of the ``k``-byte region of ``state`` over the bytes of ``runs`` (see the module
-    docstring), or None when it has more than ``cap`` states.  ``runs`` is :func:`byte_runs` of the
-    automaton's byte classes and a byte set that ``name`` stands for in every grammar."""
-    w = lookahead_code(A.trans, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start, A.state_rule,
-                       A.ret_ptr, A.ret_state, A.rule_escape, runs[0], runs[1], state, k, cap, scratch.ids,
-                       scratch.order, scratch.depth, scratch.code)
-    if w < 0:
-        return None
-    h = xxhash.xxh3_128(f"pda-lookahead-v1|{name}|{k}|".encode())
-    h.update(scratch.code[:w].tobytes())
-    return h.digest()
+    """The digest of the ``k``-byte region of ``state`` (:func:`lookahead_keys` of one bound)."""
+    return lookahead_keys(A, runs, name, state, np.array([k], np.int64), np.array([cap], np.int64), scratch)[0]

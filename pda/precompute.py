@@ -48,7 +48,7 @@ import numpy as np
 
 from .automaton import Automaton
 from .kernels import set_bits
-from .lookahead import LookaheadScratch, byte_runs, first_byte_weight, lookahead_key, make_scratch
+from .lookahead import LookaheadScratch, byte_runs, first_byte_weight, lookahead_keys, make_scratch
 from .token_walk import KernelAutomaton, Workspace, partition_codes, thread_workspace, walk_tokens
 from .normalize import REPEAT_PREFIX
 from .share import SHARED_PREFIX
@@ -89,7 +89,7 @@ class StateClasses:
     def num_accepted(self) -> int:
         if self.accepted_ids is not None:
             return int(self.accepted_ids.shape[0])
-        return int(np.unpackbits(self.accepted_bits.view(np.uint8)).sum())  # type: ignore[union-attr]
+        return int(np.bitwise_count(self.accepted_bits.view(np.uint32)).sum())  # type: ignore[union-attr]
 
     @property
     def nbytes(self) -> int:
@@ -128,7 +128,8 @@ def _union(parts: list[StateClasses], words: int) -> StateClasses:
     if len(parts) == 1:
         return parts[0]
     unc = np.sort(np.concatenate([p.uncertain for p in parts]))
-    if sum(p.num_accepted for p in parts) > words:
+    # stored as bits exactly when there are more accepted tokens than words (:func:`_classes_of`)
+    if any(p.accepted_ids is None for p in parts) or sum(p.accepted_ids.shape[0] for p in parts) > words:  # type: ignore[union-attr]
         row = np.zeros(words, dtype=np.int32)
         for p in parts:
             p.or_accepted_into(row)
@@ -159,6 +160,13 @@ class TokenClasses:
         self._keyed = LOOKAHEAD_GROUPS is not None
         self._cap = max((g.spec.cap for g in self._groups), default=0)
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
+        self._by_name: dict[str, list[int]] = {}  # byte set -> the keyed groups of it
+        for i, g in enumerate(self._groups):
+            if g.spec.cap > 0:
+                self._by_name.setdefault(g.spec.name, []).append(i)
+        self._bounds = {name: (np.array([self._groups[i].k for i in members], np.int64),
+                               np.array([self._groups[i].spec.cap for i in members], np.int64))
+                        for name, members in self._by_name.items()}
         first = np.bincount(self._trie.data[self._trie.offsets[:-1]], minlength=256)
         self._class_weight = np.bincount(aut.byte_class, weights=first, minlength=aut.num_classes).astype(np.int64)
         self._lock = threading.Lock()
@@ -220,16 +228,13 @@ class TokenClasses:
         if weight < LOOKAHEAD_MIN_TOKENS:
             return self._walk(self._whole, s, ws), False
         cache = self._tok.class_cache
+        keys: dict[int, bytes | None] = {}  # group index -> its key (one search per byte set)
+        for name, members in self._by_name.items():
+            keys.update(zip(members, lookahead_keys(A, self._runs[name], name, s, *self._bounds[name], sc)))
         parts = []
-        failed: dict[str, int] = {}  # byte set -> the least bound whose region passed the cap
         shared = False
-        for g in self._groups:
-            name = g.spec.name
-            key = None
-            if g.k < failed.get(name, g.k + 1) and g.spec.cap > 0:
-                key = lookahead_key(A, self._runs[name], name, s, g.k, g.spec.cap, sc)
-                if key is None:
-                    failed[name] = min(g.k, failed.get(name, g.k))
+        for i, g in enumerate(self._groups):
+            key = keys.get(i)
             if key is None:
                 parts.append(self._walk(g, s, ws))
                 continue

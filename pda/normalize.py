@@ -437,6 +437,7 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
 
     kept = [n for n in rules if n not in inline]
     out = {n: expand(n) for n in kept}
+    expand = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
     used = {ROOT}
     todo = [ROOT]
     while todo:
@@ -506,6 +507,7 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
 
     for name in rules:
         out[name] = visit(rules[name])
+    visit = _visit = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
     return out
 
 

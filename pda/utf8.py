@@ -81,4 +81,5 @@ def leaf_fragment(e: Bytes | CharClass | ByteClass) -> Fragment:
         for sequence in utf8_sequences(lo, hi):
             blo, bhi = sequence[0]
             out.append((0, blo, bhi, tail(sequence[1:])))
+    tail = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
     return len(tails) - 1, tuple(out), ()

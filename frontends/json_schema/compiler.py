@@ -124,9 +124,15 @@ def json_schema_to_ir(
     if property_order not in ("schema", "any"):
         raise ValueError(f"property_order must be 'schema' or 'any', not {property_order!r}")
     c = Compiler(root, layout, strict=strict, lenient=lenient, property_order=property_order)
-    body = c.compile([c.index.root], 0)
-    rules = {"root": body}
-    rules.update(c.rules)
+    try:
+        body = c.compile([c.index.root], 0)
+        rules = {"root": body}
+        rules.update(c.rules)
+    finally:
+        # The compiler and its helpers refer to each other: drop their tables now, so the IR they
+        # hold is freed at once rather than by the next full garbage collection (a pause of 0.1-0.3 s
+        # in a server holding many objects, whichever request's step it falls in).
+        c.__dict__.clear()
     return GrammarIR(inline_single_use(rules, "root"), "root")
 
 

@@ -102,6 +102,7 @@ def emit_array(c: Context, m: Merged, depth: int) -> Expr:
         return repeat(seq(sep, rest), need, top)
 
     nonempty = seq(open_, tail(0), close)
+    tail = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
     return alt(empty, nonempty) if lo == 0 else nonempty
 
 

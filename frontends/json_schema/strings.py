@@ -283,7 +283,9 @@ def spelled_except(words: Iterable[str]) -> Expr:
     rest = subtract_ranges(ANY_CHAR, used)
     # Every string after a prefix that has left the trie is allowed: the tail is written once.
     left = alt(exit_(trie), seq(paths(trie), spell(rest)))
-    return alt(end(trie), seq(left, repeat(spell(ANY_CHAR), 0, None)))
+    out = alt(end(trie), seq(left, repeat(spell(ANY_CHAR), 0, None)))
+    end = exit_ = paths = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
+    return out
 
 
 def _all_words(trie: dict[str, Any], prefix: str = "") -> Iterable[str]:

@@ -58,6 +58,7 @@ def inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
             stack.append((name, True))
             stack.extend((d, False) for d in graph[name] if d in single and d not in done)
     out = {n: expand(b) for n, b in rules.items() if n not in single}
+    expand = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
     reached, todo = {root}, [root]
     while todo:
         for r in ref_names(out[todo.pop()]):

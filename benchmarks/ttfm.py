@@ -6,7 +6,7 @@ cache off, makes a matcher and fills the first token bitmask; TTFM is the wall t
 Engines are set up (tokenizer loaded and preprocessed) before timing, as a server would be.
 
     python benchmarks/ttfm.py [PATH] [--sample 150] [--seed 0] [--engines pda,xgrammar,llguidance]
-                              [--profile FILE] [--out FILE] [--eager-sync]
+                              [--profile FILE] [--out FILE] [--eager-sync] [--gc-freeze]
 
 ``--profile FILE`` runs pda's loop under cProfile and writes the stats to FILE (read them with
 ``python -m pstats FILE``); the other engines are then skipped.
@@ -25,7 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import load_deepseek_tokenizer  # noqa: E402
-from schema_conformance import Llguidance, Pda, Xgrammar, corpus_arguments, load_items  # noqa: E402
+from schema_conformance import (  # noqa: E402
+    Llguidance, Pda, Xgrammar, corpus_arguments, freeze_startup_heap, load_items)
 
 
 def ttfm(engine: object, schema: dict) -> float:
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         engine = makers[name]()
         engine.mask(engine.matcher(engine.compile({"type": "integer"})))  # warm-up: imports, kernels loaded
+        freeze_startup_heap(args)
         prof = cProfile.Profile() if args.profile else None
         got: dict[str, float | None] = {}
         for it in items:

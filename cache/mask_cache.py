@@ -20,7 +20,10 @@ The pool
     a row index of the pool.  The pool starts with ``initial_rows`` rows and doubles (a new tensor,
     the old rows copied over on the device) when it is full, up to ``max_bytes // (4 * words)``
     rows: ``capacity * words * 4 <= max_bytes`` always holds (while a growth copies, the old pool
-    is alive too, up to half as much again, until the copy is done).  ``gather`` writes a batch's rows
+    is alive too, up to half as much again, until the copy is done).  On CPU, a bound of at most
+    ``_RESERVE_MAX_BYTES`` is allocated whole at once as zero pages, which the OS backs with memory
+    only when a row is first written: the pool is a view of its first ``capacity`` rows, and a
+    growth makes the view longer without copying.  ``gather`` writes a batch's rows
     into a bitmask with one index operation on the pool's device, so on CUDA only misses cross
     from host to device (``put`` copies one row, ``put_many`` all of its rows in one transfer;
     ``gather`` sends its slot indices, unless they already are a tensor on the device).
@@ -78,6 +81,9 @@ __all__ = ["MaskCache", "PinnedBatch", "DEFAULT_MAX_BYTES"]
 DEFAULT_MAX_BYTES = 256 << 20  # 256 MiB: about 16,600 rows of a 129,280-token vocabulary
 
 
+_RESERVE_MAX_BYTES = 1 << 30  # CPU pools bounded by at most this are reserved whole (see The pool)
+
+
 class MaskCache:
     """Token-bitmask rows cached by key in a bounded, LRU-evicted pool tensor on ``device``.
 
@@ -119,7 +125,13 @@ class MaskCache:
 
     def _alloc(self, rows: int) -> None:
         """A fresh, empty pool of ``rows`` rows (under the lock, or from ``__init__``)."""
-        if self.device.type == "cpu":  # calloc'd pages: torch.zeros fills them eagerly (~10 ms for 1 MiB here)
+        self._reserve: np.ndarray | None = None
+        if self.device.type == "cpu" and self.max_rows * self.row_bytes <= _RESERVE_MAX_BYTES:
+            # the whole bound at once, as zero pages the OS maps in only when a row is written: a
+            # growth is then a longer view, not a copy (7 ms for a pool of a few MiB, in one fill)
+            self._reserve = np.zeros((self.max_rows, self.words), dtype=np.int32)
+            self._pool = torch.from_numpy(self._reserve[:rows])
+        elif self.device.type == "cpu":  # calloc'd pages: torch.zeros fills them eagerly (~10 ms for 1 MiB here)
             self._pool = torch.from_numpy(np.zeros((rows, self.words), dtype=np.int32))
         else:
             self._pool = torch.zeros((rows, self.words), dtype=torch.int32, device=self.device)
@@ -136,12 +148,15 @@ class MaskCache:
         new_cap = min(self.max_rows, max(2 * cap, cap + need - len(self._free)))
         if new_cap <= cap:
             return
-        if self._on_cpu:
+        if self._reserve is not None:
+            pool = torch.from_numpy(self._reserve[:new_cap])  # the same memory, more of it
+        elif self._on_cpu:
             pool = torch.from_numpy(np.zeros((new_cap, self.words), dtype=np.int32))
+            pool[:cap].copy_(self._pool)
         else:
             pool = torch.empty((new_cap, self.words), dtype=torch.int32, device=self.device)
             pool[cap:].zero_()
-        pool[:cap].copy_(self._pool)
+            pool[:cap].copy_(self._pool)
         self._pool = pool
         self._host = pool.numpy() if self._on_cpu else None
         self._free[:0] = range(new_cap - 1, cap - 1, -1)

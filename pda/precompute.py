@@ -171,6 +171,13 @@ class TokenClasses:
         self._class_weight = np.bincount(aut.byte_class, weights=first, minlength=aut.num_classes).astype(np.int64)
         self._lock = threading.Lock()
         self._local = threading.local()
+        # state -> the start states of the escaping rules it calls (other than itself), for _walk
+        src = np.repeat(np.arange(aut.num_states), np.diff(aut.call_ptr))
+        start = aut.rule_start[aut.call_rule]
+        keep = self.kernel.rule_escape[aut.call_rule] & (start != src)
+        self._escape_starts: dict[int, list[int]] = {}
+        for q, t in zip(src[keep].tolist(), start[keep].tolist()):
+            self._escape_starts.setdefault(q, []).append(t)
 
     @property
     def nbytes(self) -> int:
@@ -199,11 +206,9 @@ class TokenClasses:
         (consumed inside the callee's frame), so only the other tokens are walked: from a state
         that opens a JSON string, the few thousand tokens that close it, not all 129k."""
         pre: np.ndarray | None = None
-        for r, _ in self._aut.calls(s):
-            start = int(self._aut.rule_start[r])
-            if self.kernel.rule_escape[r] and start != s:
-                mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
-                pre = mask if pre is None else pre | mask
+        for start in self._escape_starts.get(s, ()):
+            mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
+            pre = mask if pre is None else pre | mask
         if pre is not None and pre.sum() * 2 < pre.shape[0]:
             pre = None  # a walk of most of the level is faster over all of it (lcp skips, loops)
         cand = level.cand if pre is None else level.cand[~pre]

@@ -37,7 +37,7 @@ from numba import njit
 
 from .token_walk import KernelAutomaton
 
-__all__ = ["LookaheadScratch", "byte_runs", "make_scratch", "lookahead_key", "lookahead_keys", "first_byte_weight"]
+__all__ = ["LookaheadScratch", "byte_runs", "make_scratch", "lookahead_key", "lookahead_keys", "first_byte_weight", "class_bits"]
 
 _CODE_WORDS = 1 << 18  # int32 words of the encodings of one search
 _MAX_BOUNDS = 16  # bounds one search serves
@@ -106,24 +106,38 @@ def _close(i, n, d, call_ptr, call_rule, call_return, rule_start, is_end, state_
     return n
 
 
+def class_bits(trans: np.ndarray) -> np.ndarray:
+    """uint64[S, 4]: bit ``c`` of row ``s`` set when state ``s`` reads byte class ``c``."""
+    bits = np.zeros((trans.shape[0], 256), dtype=np.bool_)
+    bits[:, :trans.shape[1]] = trans >= 0
+    return np.packbits(bits, axis=1, bitorder="little").view(np.uint64)
+
+
 @njit(cache=True, nogil=True)
-def first_byte_weight(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
-                      rule_escape, class_weight, state, cap, ids, order, depth):
+def first_byte_weight(class_bits, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr,
+                      ret_state, rule_escape, class_weight, state, cap, ids, order, depth):
     """The sum of ``class_weight`` over the byte classes that some state of ``state``'s closure
-    (layer 0 of :func:`lookahead_code`) reads; -1 past ``cap`` states.  With ``class_weight[c]``
-    the number of tokens whose first byte is in class ``c``, a bound on the tokens a walk from
-    ``state`` goes past the first byte of.  ``ids`` is all -1 on entry and on return."""
+    (layer 0 of :func:`lookahead_keys`) reads (``class_bits``, from :func:`class_bits`); -1 past
+    ``cap`` states.  With ``class_weight[c]`` the number of tokens whose first byte is in class
+    ``c``, a bound on the tokens a walk from ``state`` goes past the first byte of.  ``ids`` is
+    all -1 on entry and on return."""
     n = _meet(state, 0, ids, order, depth, 0, cap)
     n = _close(0, n, 0, call_ptr, call_rule, call_return, rule_start, is_end, state_rule, rule_escape, ret_ptr,
                ret_state, ids, order, depth, cap)
     m = n if n >= 0 else cap
     total = 0
     if n >= 0:
-        for c in range(trans.shape[1]):
-            for j in range(n):
-                if trans[order[j], c] >= 0:
-                    total += class_weight[c]
-                    break
+        r0 = r1 = r2 = r3 = np.uint64(0)
+        for j in range(n):
+            q = order[j]
+            r0 |= class_bits[q, 0]
+            r1 |= class_bits[q, 1]
+            r2 |= class_bits[q, 2]
+            r3 |= class_bits[q, 3]
+        for c in range(class_weight.shape[0]):
+            w = r0 if c < 64 else r1 if c < 128 else r2 if c < 192 else r3
+            if (w >> np.uint64(c & 63)) & np.uint64(1):
+                total += class_weight[c]
     for j in range(m):
         ids[order[j]] = -1
     return total if n >= 0 else -1

@@ -48,7 +48,7 @@ import numpy as np
 
 from .automaton import Automaton
 from .kernels import set_bits
-from .lookahead import LookaheadScratch, byte_runs, first_byte_weight, lookahead_keys, make_scratch
+from .lookahead import LookaheadScratch, byte_runs, class_bits, first_byte_weight, lookahead_keys, make_scratch
 from .token_walk import KernelAutomaton, Workspace, partition_codes, thread_workspace, walk_tokens
 from .normalize import REPEAT_PREFIX
 from .share import SHARED_PREFIX
@@ -168,6 +168,7 @@ class TokenClasses:
                                np.array([self._groups[i].spec.cap for i in members], np.int64))
                         for name, members in self._by_name.items()}
         first = np.bincount(self._trie.data[self._trie.offsets[:-1]], minlength=256)
+        self._class_bits = class_bits(aut.trans) if self._keyed else np.zeros((0, 4), np.uint64)
         self._class_weight = np.bincount(aut.byte_class, weights=first, minlength=aut.num_classes).astype(np.int64)
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -227,7 +228,7 @@ class TokenClasses:
         A, sc = self.kernel, self._scratch()
         weight = -1
         if self._keyed:
-            weight = first_byte_weight(A.trans, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start,
+            weight = first_byte_weight(self._class_bits, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start,
                                        A.state_rule, A.ret_ptr, A.ret_state, A.rule_escape, self._class_weight, s,
                                        self._cap, sc.ids, sc.order, sc.depth)
         if weight < LOOKAHEAD_MIN_TOKENS:

@@ -42,7 +42,7 @@ def test_precompute_option_is_checked(tok: pda.TokenizerInfo) -> None:
 
 def test_auto_classifies_the_states_nearest_the_start_within_its_budget(tok: pda.TokenizerInfo) -> None:
     text = path("c_like").read_text(encoding="utf-8")
-    few = pda.GrammarCompiler(tok, eager_max_states=5, eager_background=False).compile_grammar(text)
+    few = pda.GrammarCompiler(tok, eager_seconds=60.0, eager_max_states=5, eager_background=False).compile_grammar(text)
     # 5 states, plus the starts of the shared rules they call (classified first, to reuse)
     aut = few.grammar.automaton
     callee_starts = {int(aut.rule_start[r]) for s in few.classes.by_state for r, _ in aut.calls(s)}
@@ -65,7 +65,7 @@ def test_auto_in_the_background_classifies_the_start_state_before_returning(tok:
     assert first and set(first) <= set(compiled.classes.by_state)
     compiler.wait()
     assert compiled.classes.complete
-    few = pda.GrammarCompiler(tok, eager_max_states=5)
+    few = pda.GrammarCompiler(tok, eager_seconds=60.0, eager_max_states=5)
     got = few.compile_grammar(text)
     few.wait()
     # the first states, then 5 more, plus the starts of the shared rules they call

@@ -269,8 +269,6 @@ class GrammarMatcher:
         depth = comp.signature_depth
         depths: dict[int, int] = {}
         cacheable = True
-        if len(cfg.tops) > 1:
-            classes.prepare([s for s, _ in cfg.tops])
         for s, parents in cfg.tops:
             c = classes.get(s)
             c.or_accepted_into(row)

@@ -249,9 +249,7 @@ class TokenClasses:
             shared |= cache.misses == before
         return _union(parts, self.words), shared
 
-    def _compute(self, chunk: list[int], ws: Workspace | None, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]
-        """Classify the states of ``chunk`` with the kernel workspace ``ws`` (None: this thread's)."""
-        ws = ws if ws is not None else thread_workspace(self._maxlen)
+    def _compute(self, chunk: list[int], ws: Workspace, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]
         got = []
         for s in chunk:
             cls, shared = self._classify(s, ws)
@@ -290,19 +288,6 @@ class TokenClasses:
                     seen.add(t)
                     queue.append(t)
 
-    def prepare(self, states: list[int]) -> None:
-        """Classify the states of ``states`` not classified yet, side by side on the shared worker
-        threads (:func:`_workers`) while this thread does one of them: a mask whose
-        configuration meets several new states at once waits for the slowest, not for their sum."""
-        todo = [s for s in dict.fromkeys(states) if s not in self.by_state]
-        if len(todo) < 2 or WORKER_THREADS < 2:
-            return
-        pool = _workers()
-        rest = [pool.submit(self._compute, [s], None) for s in todo[1:]]
-        self._compute(todo[:1], thread_workspace(self._maxlen))
-        for f in rest:
-            f.result()
-
     def compute_all(self, progress=None, *, threads: int | None = None) -> None:  # type: ignore[no-untyped-def]
         """Classify every state now, on ``threads`` worker threads (default: CPU count, at most 8)."""
         todo = [s for s in self.states if s not in self.by_state]
@@ -313,20 +298,6 @@ class TokenClasses:
         with ThreadPoolExecutor(n) as pool:
             list(pool.map(lambda chunk: self._compute(chunk, thread_workspace(self._maxlen), progress),
                           [todo[k::n] for k in range(n)]))
-
-
-# Worker threads that classify the new states one mask meets side by side (TokenClasses.prepare);
-# 1 turns that off.  Shared by every grammar of the process.
-WORKER_THREADS = min(8, os.cpu_count() or 1)
-_WORKERS: list[ThreadPoolExecutor] = []
-_WORKERS_LOCK = threading.Lock()
-
-
-def _workers() -> ThreadPoolExecutor:
-    with _WORKERS_LOCK:
-        if not _WORKERS:
-            _WORKERS.append(ThreadPoolExecutor(WORKER_THREADS - 1, thread_name_prefix="pda-classify"))
-        return _WORKERS[0]
 
 
 def return_sites(aut: Automaton) -> tuple[np.ndarray, np.ndarray]:

@@ -155,6 +155,97 @@ def test_grouped_classes_equal_per_state_classes(tok: TokenizerInfo, deepseek_to
     assert shared_tok.class_cache.hits > 0
 
 
+def _reference_key(A: Any, runs: tuple[np.ndarray, np.ndarray], name: str, state: int, k: int,
+                   cap: int) -> bytes | None:
+    """The bounded-lookahead key of pda.lookahead's module docstring, written plainly: a layered
+    breadth-first search closed under the moves that read no byte, then the encoding."""
+    import xxhash
+
+    run_start, run_class = runs[0].tolist(), runs[1].tolist()
+    ids: dict[int, int] = {}
+    order: list[int] = []
+    depth: list[int] = []
+
+    def meet(t: int, d: int) -> None:
+        if t not in ids:
+            ids[t] = len(order)
+            order.append(t)
+            depth.append(d)
+
+    def close(i: int, d: int) -> None:
+        while i < len(order):
+            q = order[i]
+            i += 1
+            for e in range(A.call_ptr[q], A.call_ptr[q + 1]):
+                meet(int(A.rule_start[A.call_rule[e]]), d)
+                meet(int(A.call_return[e]), d)
+            r = A.state_rule[q]
+            if A.is_end[q] and not A.rule_escape[r]:
+                for e in range(A.ret_ptr[r], A.ret_ptr[r + 1]):
+                    meet(int(A.ret_state[e]), d)
+
+    meet(state, 0)
+    close(0, 0)
+    lo = 0
+    for d in range(k):
+        hi = len(order)
+        for q in order[lo:hi]:
+            for c in run_class:
+                if A.trans[q, c] >= 0:
+                    meet(int(A.trans[q, c]), d + 1)
+        if len(order) == hi:
+            break
+        close(hi, d + 1)
+        lo = hi
+    if len(order) > cap:
+        return None
+    code: list[int] = []
+    for q, d in zip(order, depth):
+        r = A.state_rule[q]
+        esc = bool(A.rule_escape[r])
+        code += [int(A.is_end[q]) | 2 * esc | 4 * (d < k), A.call_ptr[q + 1] - A.call_ptr[q]]
+        for e in range(A.call_ptr[q], A.call_ptr[q + 1]):
+            code += [ids[A.rule_start[A.call_rule[e]]], ids[A.call_return[e]]]
+        if A.is_end[q] and not esc:
+            code += [A.ret_ptr[r + 1] - A.ret_ptr[r]] + [ids[A.ret_state[e]] for e in range(A.ret_ptr[r], A.ret_ptr[r + 1])]
+        if d < k:
+            pairs: list[int] = []
+            last = -2
+            for b, c in zip(run_start, run_class):
+                t = int(A.trans[q, c])
+                tid = ids[t] if t >= 0 else -1
+                if tid != last:
+                    pairs += [b, tid]
+                    last = tid
+            code += [len(pairs) // 2] + pairs
+    h = xxhash.xxh3_128(f"pda-lookahead-v1|{name}|{k}|".encode())
+    h.update(np.array(code, dtype=np.int32).tobytes())
+    return h.digest()
+
+
+def test_lookahead_keys_equal_the_reference(tok: TokenizerInfo) -> None:
+    """The kernel's keys, several bounds from one search (the regions of the smaller bounds are its
+    first layers), equal a plain search per bound, for states spread over counted strings and a
+    C-like grammar, every byte set; the kernel's scratch is left clean."""
+    from pda.lookahead import lookahead_keys
+
+    compiler = GrammarCompiler(tok, cache=False, precompute="lazy")
+    for compiled in (compiler.compile_json_schema(CHAINS),
+                     compiler.compile_grammar(grammars.path("c_like").read_text(encoding="utf-8"))):
+        classes = compiled.classes
+        A, scratch = classes.kernel, classes._scratch()
+        keyed = 0
+        for s in np.linspace(0, compiled.grammar.automaton.num_states - 1, 24).astype(int).tolist():
+            for name, (ks, caps) in classes._bounds.items():
+                runs = classes._runs[name]
+                got = lookahead_keys(A, runs, name, s, ks, caps, scratch)
+                want = [_reference_key(A, runs, name, s, int(k), int(c)) for k, c in zip(ks, caps)]
+                assert got == want, (s, name)
+                keyed += sum(k is not None for k in want)
+        assert (scratch.ids == -1).all()
+        assert keyed > 20
+
+
 def test_token_classes_are_shared_across_grammars_of_one_tokenizer(deepseek_tokenizer: Any, sharing: None) -> None:
     tok = TokenizerInfo.from_huggingface(deepseek_tokenizer)
     first = GrammarCompiler(tok, precompute="lazy").compile_json_schema(SCHEMA)

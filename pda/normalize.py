@@ -238,16 +238,18 @@ def _denull_repeats(e: Expr, memo: dict[int, Expr], null_memo: dict[int, bool]) 
     got = memo.get(id(e))
     if got is not None:
         return got
-    if isinstance(e, Seq):
-        got = seq(*(_denull_repeats(i, memo, null_memo) for i in e.items))
-    elif isinstance(e, Alt):
-        got = alt(*(_denull_repeats(i, memo, null_memo) for i in e.items))
+    if isinstance(e, (Seq, Alt)):
+        items = [_denull_repeats(i, memo, null_memo) for i in e.items]
+        if all(a is b for a, b in zip(items, e.items)):
+            got = e  # unchanged (see _rebuild)
+        else:
+            got = seq(*items) if isinstance(e, Seq) else alt(*items)
     elif isinstance(e, Repeat):
         inner = _denull_repeats(e.expr, memo, null_memo)
         if nullable(inner, set(), null_memo):
             got = repeat(nonempty(inner), 0, e.max)
         else:
-            got = repeat(inner, e.min, e.max)
+            got = e if inner is e.expr else repeat(inner, e.min, e.max)
     else:
         got = e
     memo[id(e)] = got

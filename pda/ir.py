@@ -19,158 +19,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Container, Iterable, Iterator, Mapping
 
+from .ir_nodes import (
+    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq, calls_any, has_nullable_repeat, has_scalar,
+    has_scalar_free_class, literal_bytes, longest_repeat, node_count, plainly_nullable, ref_counts, ref_names,
+    size_exceeds,
+)
+
 __all__ = [
     "Expr", "Bytes", "CharClass", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "GrammarIR",
     "EPSILON", "NOTHING", "MAX_CODE_POINT", "seq", "alt", "opt", "star", "plus", "repeat", "lit",
     "chars", "byte_chars", "nullable", "derives", "nonempty", "any_char", "negate_ranges", "normalize_ranges", "walk", "refs_of",
     "distinct_nodes", "ref_names", "ref_counts", "tree_size", "node_count", "size_exceeds", "recursive_rules", "to_ebnf",
+    "calls_any", "literal_bytes", "longest_repeat", "plainly_nullable", "has_nullable_repeat", "has_scalar_free_class",
+    "has_scalar",
 ]
 
 MAX_CODE_POINT = 0x10FFFF
-
-
-class Expr:
-    """Base class of IR nodes (frozen dataclasses, hashable, compared by value)."""
-
-    __slots__ = ()
-
-
-_NO_REFS: dict[str, int] = {}  # the calls of a node that calls no rule (shared: never mutated)
-
-
-@dataclass(frozen=True, slots=True)
-class Bytes(Expr):
-    data: bytes
-    _size = 1  # see _Composite (class attributes, not fields)
-    _refs = _NO_REFS
-
-
-@dataclass(frozen=True, slots=True)
-class CharClass(Expr):
-    ranges: tuple[tuple[int, int], ...]  # sorted, merged, inclusive code point ranges
-    _size = 1
-    _refs = _NO_REFS
-
-
-@dataclass(frozen=True, slots=True)
-class ByteClass(Expr):
-    ranges: tuple[tuple[int, int], ...]  # sorted, merged, inclusive byte ranges within 0..255
-    _size = 1
-    _refs = _NO_REFS
-
-
-class _Composite(Expr):
-    """Seq, Alt and Repeat compute their hash, their size and the calls they make once, at
-    construction.
-
-    Trees are hashed over and over (de-duplication in :func:`alt`, memo tables keyed by subtrees),
-    and a recomputed hash would walk the whole subtree each time.  Likewise the whole-grammar passes
-    ask every rule body for its size (:func:`node_count`) and the rules it calls (:func:`ref_counts`,
-    :func:`ref_names`), and rule bodies share subtrees heavily: from the children's figures these
-    cost a constant per node, once, instead of a walk of the body per question.  ``_size`` is the
-    node count read as a tree (a shared subtree once per use), ``_refs`` the rule name -> calls read
-    as a tree (a dict that is never mutated, often shared with a child).
-    """
-
-    __slots__ = ()
-
-    def _key(self) -> tuple:  # type: ignore[type-arg]
-        raise NotImplementedError
-
-    def _cached_hash(self) -> int:
-        return self._hash  # type: ignore[attr-defined,no-any-return]
-
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (type(self), self._key())  # str hashes differ between processes: never pickle _hash
-
-
-def _summarize(node: Expr, kids: tuple[Expr, ...]) -> None:
-    """Set ``node``'s ``_size`` and ``_refs`` (see :class:`_Composite`) from its children's."""
-    size = 1
-    refs = _NO_REFS
-    owned = False  # whether ``refs`` is this node's own dict (else a child's or _NO_REFS)
-    for k in kids:
-        size += k._size  # type: ignore[attr-defined]
-        if isinstance(k, Ref):
-            if not owned:
-                refs, owned = dict(refs), True
-            refs[k.name] = refs.get(k.name, 0) + 1
-            continue
-        r = k._refs  # type: ignore[attr-defined]
-        if not r:
-            continue
-        if not refs:
-            refs = r
-            continue
-        if not owned:
-            refs, owned = dict(refs), True
-        for n, c in r.items():
-            refs[n] = refs.get(n, 0) + c
-    object.__setattr__(node, "_size", size)
-    object.__setattr__(node, "_refs", refs)
-
-
-@dataclass(frozen=True, slots=True)
-class Seq(_Composite):
-    items: tuple[Expr, ...]
-    _hash: int = field(init=False, repr=False, compare=False)
-    _size: int = field(init=False, repr=False, compare=False)
-    _refs: dict[str, int] = field(init=False, repr=False, compare=False)
-
-    def _key(self) -> tuple:  # type: ignore[type-arg]
-        return (self.items,)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((Seq, self.items)))
-        _summarize(self, self.items)
-
-
-@dataclass(frozen=True, slots=True)
-class Alt(_Composite):
-    items: tuple[Expr, ...]
-    _hash: int = field(init=False, repr=False, compare=False)
-    _size: int = field(init=False, repr=False, compare=False)
-    _refs: dict[str, int] = field(init=False, repr=False, compare=False)
-
-    def _key(self) -> tuple:  # type: ignore[type-arg]
-        return (self.items,)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((Alt, self.items)))
-        _summarize(self, self.items)
-
-
-@dataclass(frozen=True, slots=True)
-class Repeat(_Composite):
-    expr: Expr
-    min: int
-    max: int | None  # None: unbounded
-    _hash: int = field(init=False, repr=False, compare=False)
-    _size: int = field(init=False, repr=False, compare=False)
-    _refs: dict[str, int] = field(init=False, repr=False, compare=False)
-
-    def _key(self) -> tuple:  # type: ignore[type-arg]
-        return (self.expr, self.min, self.max)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((Repeat, self.expr, self.min, self.max)))
-        _summarize(self, (self.expr,))
-
-
-for _cls in (Seq, Alt, Repeat):
-    _cls.__hash__ = _Composite._cached_hash  # type: ignore[method-assign,assignment]  # dataclass() put its own there
-
-
-@dataclass(frozen=True, slots=True)
-class Ref(Expr):
-    name: str
-    # Where the reference was written (line, column), for error messages; not part of equality.
-    pos: tuple[int, int] | None = field(default=None, compare=False, hash=False)
-    _size = 1  # a call is one node; its _refs are made by the composites that hold it (see _summarize)
-
-
-EPSILON: Expr = Bytes(b"")
-NOTHING: Expr = Alt(())
 
 
 @dataclass
@@ -340,16 +204,6 @@ def distinct_nodes(expr: Expr) -> list[Expr]:
     return out
 
 
-def _calls(expr: Expr) -> dict[str, int]:
-    """The calls of ``expr`` read as a tree (rule name -> count): not to be mutated."""
-    return {expr.name: 1} if isinstance(expr, Ref) else expr._refs  # type: ignore[attr-defined,no-any-return]
-
-
-def ref_names(expr: Expr) -> set[str]:
-    """The names of the rules ``expr`` calls."""
-    return set(_calls(expr))
-
-
 def _parents_first(expr: Expr, skip: Container[int] = ()) -> list[Expr]:
     """The distinct nodes of ``expr`` with every node after all its parents (reverse post-order),
     leaving out the nodes whose identity is in ``skip`` and those only they reach."""
@@ -369,18 +223,6 @@ def _parents_first(expr: Expr, skip: Container[int] = ()) -> list[Expr]:
     return post[::-1]
 
 
-def ref_counts(expr: Expr) -> dict[str, int]:
-    """How often each rule is called in ``expr`` read as a tree (as :func:`refs_of` counts them);
-    a constant time: composite nodes count their calls at construction."""
-    return dict(_calls(expr))
-
-
-def node_count(e: Expr) -> int:
-    """The IR nodes of ``e`` read as a tree (a shared subtree counts once per use); a constant time:
-    composite nodes count them at construction."""
-    return e._size  # type: ignore[attr-defined,no-any-return]
-
-
 def tree_size(e: Expr, weight: Callable[[Expr], int], memo: dict[int, int] | None = None) -> int:
     """The sum of ``weight(n)`` over the nodes ``n`` of ``e`` read as a tree (a shared subtree counts
     once per use), computed once per distinct node; ``memo`` (by node identity) may be shared by
@@ -392,11 +234,6 @@ def tree_size(e: Expr, weight: Callable[[Expr], int], memo: dict[int, int] | Non
     for n in reversed(_parents_first(e, memo)):  # children before parents
         memo[id(n)] = weight(n) + sum(memo[id(k)] for k in _kids(n))
     return memo[id(e)]
-
-
-def size_exceeds(e: Expr, limit: int) -> bool:
-    """Whether ``e`` has more than ``limit`` nodes (read as a tree, as :func:`node_count`)."""
-    return e._size > limit  # type: ignore[attr-defined,no-any-return]
 
 
 def recursive_rules(graph: Mapping[str, Iterable[str]], names: Iterable[str] | None = None) -> set[str]:
@@ -492,6 +329,8 @@ def nullable(e: Expr, null_rules: set[str], memo: dict[int, bool] | None = None)
     """Whether ``e`` derives the empty string, the rules ``null_rules`` being those that do.
 
     ``memo`` (by node identity, for one ``null_rules``) makes it once per distinct node of a DAG."""
+    if not null_rules:
+        return plainly_nullable(e)
 
     def leaf(x: Expr) -> bool:
         return not x.data if isinstance(x, Bytes) else isinstance(x, Ref) and x.name in null_rules

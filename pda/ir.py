@@ -105,16 +105,16 @@ def seq(*items: Expr) -> Expr:
     """Concatenation, flattened; adjacent literals are merged; any NOTHING makes it NOTHING."""
     flat: list[Expr] = []
     for it in items:
-        parts = it.items if isinstance(it, Seq) else (it,)
-        for p in parts:
-            if p == NOTHING:
+        for p in it.items if it.__class__ is Seq else (it,):  # type: ignore[attr-defined]
+            c = p.__class__
+            if c is Bytes:
+                if not p.data:  # type: ignore[attr-defined]
+                    continue
+                if flat and flat[-1].__class__ is Bytes:
+                    flat[-1] = Bytes(flat[-1].data + p.data)  # type: ignore[attr-defined]
+                    continue
+            elif c is Alt and not p.items:  # type: ignore[attr-defined]
                 return NOTHING
-            if isinstance(p, Bytes):
-                if not p.data:
-                    continue
-                if flat and isinstance(flat[-1], Bytes):
-                    flat[-1] = Bytes(flat[-1].data + p.data)  # type: ignore[union-attr]
-                    continue
             flat.append(p)
     if not flat:
         return EPSILON
@@ -126,7 +126,7 @@ def alt(*items: Expr) -> Expr:
     flat: list[Expr] = []
     seen: set[Expr] = set()
     for it in items:
-        for p in it.items if isinstance(it, Alt) else (it,):
+        for p in it.items if it.__class__ is Alt else (it,):  # type: ignore[attr-defined]
             if p not in seen:
                 seen.add(p)
                 flat.append(p)
@@ -137,9 +137,10 @@ def repeat(expr: Expr, lo: int, hi: int | None) -> Expr:
     """``expr{lo,hi}`` (``hi=None``: unbounded), simplified for the trivial cases."""
     if lo < 0 or (hi is not None and hi < lo):
         raise ValueError(f"bad repetition bounds {{{lo},{hi}}}")
-    if hi == 0 or expr == EPSILON:
+    c = expr.__class__
+    if hi == 0 or (c is Bytes and not expr.data):  # type: ignore[attr-defined]
         return EPSILON
-    if expr == NOTHING:
+    if c is Alt and not expr.items:  # type: ignore[attr-defined]
         return EPSILON if lo == 0 else NOTHING
     if lo == hi == 1:
         return expr

@@ -87,11 +87,12 @@ class _Composite(Expr):
     def _key(self) -> tuple:  # type: ignore[type-arg]
         raise NotImplementedError
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((type(self), *self._key())))
-        if isinstance(self, Repeat):
-            _summarize(self, (self.expr,), self.min if self.max is None else self.max)
+    def __post_init__(self) -> None:  # the hash of (type, *_key()), spelled out: nodes are made by the thousand
+        if self.__class__ is Repeat:
+            object.__setattr__(self, "_hash", hash((Repeat, self.expr, self.min, self.max)))  # type: ignore[attr-defined]
+            _summarize(self, (self.expr,), self.min if self.max is None else self.max)  # type: ignore[attr-defined]
         else:
+            object.__setattr__(self, "_hash", hash((self.__class__, self.items)))  # type: ignore[attr-defined]
             _summarize(self, self.items)  # type: ignore[attr-defined]
 
     def _cached_hash(self) -> int:

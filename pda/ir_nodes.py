@@ -116,8 +116,9 @@ def _summarize(node: Expr, kids: tuple[Expr, ...], bound: int = -1) -> None:
         c = k.__class__
         if c is Bytes:
             size += 1
-            nbytes += len(k.data)  # type: ignore[attr-defined]
-            null = not k.data  # type: ignore[attr-defined]
+            data = k.data  # type: ignore[attr-defined]
+            nbytes += len(data)
+            null = not data
         elif c is Ref:
             size += 1
             null = False
@@ -127,8 +128,10 @@ def _summarize(node: Expr, kids: tuple[Expr, ...], bound: int = -1) -> None:
         elif c is CharClass or c is ByteClass:
             size += 1
             null = False
-            if c is CharClass and not has_scalar(k.ranges):  # type: ignore[attr-defined]
-                flags |= _NO_SCALAR
+            if c is CharClass:
+                r = k.ranges  # type: ignore[attr-defined]
+                if not (r and (r[0][0] < 0xD800 or r[0][1] > 0xDFFF)) and not has_scalar(r):  # the first range decides mostly
+                    flags |= _NO_SCALAR
         else:
             size += k._size  # type: ignore[attr-defined]
             nbytes += k._bytes  # type: ignore[attr-defined]

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from .errors import EmptyLanguageError, UndefinedRuleError
 from .limits import check_deadline
 from .ir import (
-    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, calls_any, derives,
+    EPSILON, NOTHING, Alt, ByteClass, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, calls_any, derives,
     distinct_nodes, has_nullable_repeat, has_scalar, has_scalar_free_class, literal_bytes, longest_repeat, node_count, nonempty,
     nullable, opt, ref_counts, ref_names, repeat, seq, star,
 )

@@ -9,6 +9,7 @@ once (again after a fork) and fed through a queue, so handing work over does not
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from typing import Callable
@@ -20,6 +21,7 @@ _Batch = tuple[list[Callable[[], object]], threading.Event]
 _queue: queue.SimpleQueue[_Batch | None] = queue.SimpleQueue()
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
+_outstanding: set[threading.Event] = set()  # the events of the batches not run yet
 
 
 def submit(tasks: list[Callable[[], object]]) -> threading.Event:
@@ -31,6 +33,7 @@ def submit(tasks: list[Callable[[], object]]) -> threading.Event:
         if _thread is None or not _thread.is_alive():
             _thread = threading.Thread(target=_run, name="pda-warm", daemon=True)
             _thread.start()
+        _outstanding.add(done)
         _queue.put((tasks, done))
     return done
 
@@ -58,4 +61,20 @@ def _run() -> None:
         except Exception as e:  # noqa: BLE001 - reported like an uncaught error of a thread; the worker goes on
             threading.excepthook(threading.ExceptHookArgs((type(e), e, e.__traceback__, threading.current_thread())))
         finally:
+            with _lock:
+                _outstanding.discard(done)
             done.set()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has no worker, and the parent's batches are not its own: it starts afresh,
+    and whoever waits there for a parent's batch (``GrammarCompiler.wait``) is not left hanging."""
+    global _queue, _lock, _thread
+    _queue, _lock, _thread = queue.SimpleQueue(), threading.Lock(), None
+    for done in _outstanding:
+        done.set()
+    _outstanding.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

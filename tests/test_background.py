@@ -3,6 +3,7 @@ and a process that exits while it works ends cleanly."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -59,3 +60,18 @@ def test_exit_right_after_a_compile_is_clean(deepseek_tokenizer: object) -> None
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert got.returncode == 0, got.stderr
     assert "compiled" in got.stdout and "terminate called" not in got.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_does_not_wait_for_the_parents_batches() -> None:
+    gate = threading.Event()
+    busy = background.submit([lambda: gate.wait(30)])  # in flight in the parent while it forks
+    queued = background.submit([lambda: None])
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's batches count as done; its own run on a fresh worker
+        ok = busy.wait(5) and queued.wait(5) and background.submit([lambda: None]).wait(10)
+        os._exit(0 if ok else 1)
+    gate.set()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert busy.wait(10) and queued.wait(10)

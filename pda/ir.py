@@ -12,6 +12,9 @@ A grammar is a start rule name and a mapping rule name -> :class:`Expr`.  The no
 
 Build nodes with the helpers (:func:`seq`, :func:`alt`, :func:`opt`, :func:`star`, :func:`plus`,
 :func:`lit`, :func:`chars`) — they flatten and simplify, so equal languages tend to get equal trees.
+The node classes are defined in :mod:`pda.ir_nodes` (re-exported here), where each composite node
+also keeps figures of its subtree (size, calls, ...) that the whole-grammar passes read in constant
+time.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .errors import SerializationError
 from .precompute import STOP_WARMING, TokenClasses, max_token_length, precompute_classes
-from . import serialize
+from . import background, serialize
 from .stack import DEFAULT_MAX_STACK_DEPTH
 from .tokenizer import TokenizerInfo
 
@@ -135,12 +135,13 @@ class GrammarCompiler:
     the first mask needs), then the states nearest the start, breadth first, for at most
     ``eager_seconds`` and ``eager_max_states`` states; the rest lazily (large JSON Schemas visit few
     of their thousands of states).  With ``eager_background=True`` (the default) the compile
-    classifies only the start state and returns; a background thread classifies the others while
-    the first masks are filled.  ``eager_background=False`` classifies them all before returning.
-    :meth:`wait` waits for it.  ``eager_seconds`` is 0 by default: that thread's Python parts hold
-    the GIL, and the matchers' kernels wait for it on return (MaskBench protocol, 150 schemas, one
-    run: 0.1 s of warm-up per compile made the mean mask 1.5x and the p99 1.7x what they are
-    without it, and the next compiles slower).
+    classifies only the start state and returns; the background thread (:mod:`pda.background`, one
+    per process, compiles' work in turn) classifies the others while the first masks are filled.
+    ``eager_background=False`` classifies them all before returning.  :meth:`wait` waits for it.
+    ``eager_seconds`` is 0 by default: that thread's Python parts hold the GIL, and the matchers'
+    kernels wait for it on return (MaskBench protocol, 150 schemas, one run: 0.1 s of warm-up per
+    compile made the mean mask 1.5x and the p99 1.7x what they are without it, and the next
+    compiles slower).
     ``max_states``, ``max_stack_depth`` and ``max_compile_seconds`` are the limits of every
     :class:`~pda.Grammar` it builds; ``mask_cache_max_bytes`` bounds each compiled grammar's
     mask cache (:meth:`CompiledGrammar.mask_cache`).
@@ -186,7 +187,7 @@ class GrammarCompiler:
         self._eager_max_states = eager_max_states
         self._eager_seconds = eager_seconds
         self._eager_background = eager_background
-        self._threads: list[threading.Thread] = []
+        self._pending: list[threading.Event] = []  # set when the background work of a compile is done
         self._mask_cache_max_bytes = mask_cache_max_bytes
 
     # ------------------------------------------------------------------ public
@@ -335,36 +336,27 @@ class GrammarCompiler:
         return compiled
 
     def _in_background(self, tasks: list[Callable[[], object]]) -> None:
-        def run() -> None:
-            for task in tasks:
-                task()
-
-        thread = threading.Thread(target=run, name="pda-warm", daemon=True)
+        done = background.submit(tasks)
         with self._disk_lock:
-            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-        _BACKGROUND.add(thread)
-        thread.start()
+            self._pending = [e for e in self._pending if not e.is_set()] + [done]
 
     def wait(self) -> None:
         """Wait for the work that compiles leave running in the background (``precompute="auto"``
         classification past the start state, and disk cache writes)."""
         with self._disk_lock:
-            threads, self._threads = self._threads, []
-        for t in threads:
-            t.join()
+            pending, self._pending = self._pending, []
+        for done in pending:
+            done.wait()
 
 
-_BACKGROUND: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # every compiler's background threads
 _EXIT_JOIN_SECONDS = 30.0
 
 
 def _stop_background_at_exit() -> None:
-    """Stop the warm-ups between two states and wait (bounded) for every background thread: a
+    """Stop the warm-ups between two states and wait (bounded) for the background thread: a
     daemon thread still inside numba while the interpreter tears down aborts the process."""
     STOP_WARMING.set()
-    deadline = time.perf_counter() + _EXIT_JOIN_SECONDS
-    for t in list(_BACKGROUND):
-        t.join(max(0.0, deadline - time.perf_counter()))
+    background.stop(_EXIT_JOIN_SECONDS)
 
 
 atexit.register(_stop_background_at_exit)  # registered first, so it runs after every flush

@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["minimize_partial", "determinize_nfa", "DETERMINIZE_OK", "DETERMINIZE_TOO_MANY_STATES", "class_symbols"]
+__all__ = ["minimize_partial", "determinize_nfa", "DETERMINIZE_OK", "DETERMINIZE_TOO_MANY_STATES", "class_symbols",
+           "transition_lists"]
 
 
 @njit(cache=True, nogil=True)
@@ -100,6 +101,38 @@ def _by_label(labels, m):  # type: ignore[no-untyped-def]
         order[ptr[labels[k]]] = k
         ptr[labels[k]] += 1
     return order
+
+
+@njit(cache=True, nogil=True)
+def transition_lists(trans, call_src, call_label, call_dst):  # type: ignore[no-untyped-def]
+    """The transitions of a DFA table as :func:`minimize_partial` takes them (int32 ``T``, ``L``,
+    ``H``): ``s --c--> trans[s, c]`` for every entry that is not -1, row by row, then the call
+    edges ``call_src[j] --nsym + call_label[j]--> call_dst[j]`` (``nsym``: the table's columns)."""
+    n, nsym = trans.shape
+    m = 0
+    for s in range(n):
+        for c in range(nsym):
+            if trans[s, c] >= 0:
+                m += 1
+    k = call_src.shape[0]
+    T = np.empty(m + k, dtype=np.int32)
+    L = np.empty(m + k, dtype=np.int32)
+    H = np.empty(m + k, dtype=np.int32)
+    i = 0
+    for s in range(n):
+        for c in range(nsym):
+            t = trans[s, c]
+            if t >= 0:
+                T[i] = s
+                L[i] = c
+                H[i] = t
+                i += 1
+    for j in range(k):
+        T[i] = call_src[j]
+        L[i] = nsym + call_label[j]
+        H[i] = call_dst[j]
+        i += 1
+    return T, L, H
 
 
 @njit(cache=True, nogil=True)

@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .dfa_kernels import DETERMINIZE_OK, class_symbols, determinize_nfa, minimize_partial
+from .dfa_kernels import DETERMINIZE_OK, class_symbols, determinize_nfa, minimize_partial, transition_lists
 from .errors import LimitExceededError
 from .limits import check_deadline
 from .nfa_kernels import THOMPSON_OK, flatten, thompson
@@ -232,14 +232,9 @@ def _minimal(bounds: list[int], symbol: np.ndarray, trans: np.ndarray, rows: np.
     too, one label per callee after the symbols.
     """
     n, nsym = trans.shape
-    src, cls = np.nonzero(trans >= 0)
     callees, sym = np.unique(rows[:, 1], return_inverse=True)  # one label per callee after the symbols
     accept = np.asarray(accept, dtype=np.bool_)
-    i32 = np.int32
-    block, nblocks = minimize_partial(
-        n, np.concatenate([src, rows[:, 0]]).astype(i32), np.concatenate([cls, nsym + sym.reshape(-1)]).astype(i32),
-        np.concatenate([trans[src, cls], rows[:, 2]]).astype(i32), accept,
-    )
+    block, nblocks = minimize_partial(n, *transition_lists(trans, rows[:, 0].copy(), sym.reshape(-1), rows[:, 2].copy()), accept)
     block = block.astype(np.int64)
     if block[0] < 0:
         return RuleDFA(bounds, np.full((1, len(symbol)), -1, dtype=np.int32), np.zeros((0, 3), dtype=np.int64),

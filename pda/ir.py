@@ -12,6 +12,9 @@ A grammar is a start rule name and a mapping rule name -> :class:`Expr`.  The no
 
 Build nodes with the helpers (:func:`seq`, :func:`alt`, :func:`opt`, :func:`star`, :func:`plus`,
 :func:`lit`, :func:`chars`) — they flatten and simplify, so equal languages tend to get equal trees.
+The node classes are defined in :mod:`pda.ir_nodes` (re-exported here), where each composite node
+also keeps figures of its subtree (size, calls, ...) that the whole-grammar passes read in constant
+time.
 """
 
 from __future__ import annotations
@@ -19,101 +22,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Container, Iterable, Iterator, Mapping
 
+from .ir_nodes import (
+    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq, calls_any, has_nullable_repeat, has_scalar,
+    has_scalar_free_class, literal_bytes, longest_repeat, node_count, plainly_nullable, ref_counts, ref_names,
+    size_exceeds,
+)
+
 __all__ = [
     "Expr", "Bytes", "CharClass", "ByteClass", "Seq", "Alt", "Repeat", "Ref", "GrammarIR",
     "EPSILON", "NOTHING", "MAX_CODE_POINT", "seq", "alt", "opt", "star", "plus", "repeat", "lit",
     "chars", "byte_chars", "nullable", "derives", "nonempty", "any_char", "negate_ranges", "normalize_ranges", "walk", "refs_of",
     "distinct_nodes", "ref_names", "ref_counts", "tree_size", "node_count", "size_exceeds", "recursive_rules", "to_ebnf",
+    "calls_any", "literal_bytes", "longest_repeat", "plainly_nullable", "has_nullable_repeat", "has_scalar_free_class",
+    "has_scalar",
 ]
 
 MAX_CODE_POINT = 0x10FFFF
-
-
-class Expr:
-    """Base class of IR nodes (frozen dataclasses, hashable, compared by value)."""
-
-    __slots__ = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Bytes(Expr):
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class CharClass(Expr):
-    ranges: tuple[tuple[int, int], ...]  # sorted, merged, inclusive code point ranges
-
-
-@dataclass(frozen=True, slots=True)
-class ByteClass(Expr):
-    ranges: tuple[tuple[int, int], ...]  # sorted, merged, inclusive byte ranges within 0..255
-
-
-class _Composite(Expr):
-    """Seq, Alt and Repeat compute their hash once.
-
-    Trees are hashed over and over (de-duplication in :func:`alt`, memo tables keyed by subtrees),
-    and a recomputed hash would walk the whole subtree each time.
-    """
-
-    __slots__ = ()
-
-    def _key(self) -> tuple:  # type: ignore[type-arg]
-        raise NotImplementedError
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((type(self), *self._key())))
-
-    def _cached_hash(self) -> int:
-        return self._hash  # type: ignore[attr-defined,no-any-return]
-
-    def __reduce__(self):  # type: ignore[no-untyped-def]
-        return (type(self), self._key())  # str hashes differ between processes: never pickle _hash
-
-
-@dataclass(frozen=True, slots=True)
-class Seq(_Composite):
-    items: tuple[Expr, ...]
-    _hash: int = field(init=False, repr=False, compare=False)
-
-    def _key(self) -> tuple:  # type: ignore[type-arg]
-        return (self.items,)
-
-
-@dataclass(frozen=True, slots=True)
-class Alt(_Composite):
-    items: tuple[Expr, ...]
-    _hash: int = field(init=False, repr=False, compare=False)
-
-    def _key(self) -> tuple:  # type: ignore[type-arg]
-        return (self.items,)
-
-
-@dataclass(frozen=True, slots=True)
-class Repeat(_Composite):
-    expr: Expr
-    min: int
-    max: int | None  # None: unbounded
-    _hash: int = field(init=False, repr=False, compare=False)
-
-    def _key(self) -> tuple:  # type: ignore[type-arg]
-        return (self.expr, self.min, self.max)
-
-
-for _cls in (Seq, Alt, Repeat):
-    _cls.__hash__ = _Composite._cached_hash  # type: ignore[method-assign,assignment]  # dataclass() put its own there
-
-
-@dataclass(frozen=True, slots=True)
-class Ref(Expr):
-    name: str
-    # Where the reference was written (line, column), for error messages; not part of equality.
-    pos: tuple[int, int] | None = field(default=None, compare=False, hash=False)
-
-
-EPSILON: Expr = Bytes(b"")
-NOTHING: Expr = Alt(())
 
 
 @dataclass
@@ -184,16 +108,16 @@ def seq(*items: Expr) -> Expr:
     """Concatenation, flattened; adjacent literals are merged; any NOTHING makes it NOTHING."""
     flat: list[Expr] = []
     for it in items:
-        parts = it.items if isinstance(it, Seq) else (it,)
-        for p in parts:
-            if p == NOTHING:
+        for p in it.items if it.__class__ is Seq else (it,):  # type: ignore[attr-defined]
+            c = p.__class__
+            if c is Bytes:
+                if not p.data:  # type: ignore[attr-defined]
+                    continue
+                if flat and flat[-1].__class__ is Bytes:
+                    flat[-1] = Bytes(flat[-1].data + p.data)  # type: ignore[attr-defined]
+                    continue
+            elif c is Alt and not p.items:  # type: ignore[attr-defined]
                 return NOTHING
-            if isinstance(p, Bytes):
-                if not p.data:
-                    continue
-                if flat and isinstance(flat[-1], Bytes):
-                    flat[-1] = Bytes(flat[-1].data + p.data)  # type: ignore[union-attr]
-                    continue
             flat.append(p)
     if not flat:
         return EPSILON
@@ -205,7 +129,7 @@ def alt(*items: Expr) -> Expr:
     flat: list[Expr] = []
     seen: set[Expr] = set()
     for it in items:
-        for p in it.items if isinstance(it, Alt) else (it,):
+        for p in it.items if it.__class__ is Alt else (it,):  # type: ignore[attr-defined]
             if p not in seen:
                 seen.add(p)
                 flat.append(p)
@@ -216,9 +140,10 @@ def repeat(expr: Expr, lo: int, hi: int | None) -> Expr:
     """``expr{lo,hi}`` (``hi=None``: unbounded), simplified for the trivial cases."""
     if lo < 0 or (hi is not None and hi < lo):
         raise ValueError(f"bad repetition bounds {{{lo},{hi}}}")
-    if hi == 0 or expr == EPSILON:
+    c = expr.__class__
+    if hi == 0 or (c is Bytes and not expr.data):  # type: ignore[attr-defined]
         return EPSILON
-    if expr == NOTHING:
+    if c is Alt and not expr.items:  # type: ignore[attr-defined]
         return EPSILON if lo == 0 else NOTHING
     if lo == hi == 1:
         return expr
@@ -283,11 +208,6 @@ def distinct_nodes(expr: Expr) -> list[Expr]:
     return out
 
 
-def ref_names(expr: Expr) -> set[str]:
-    """The names of the rules ``expr`` calls."""
-    return {e.name for e in distinct_nodes(expr) if isinstance(e, Ref)}
-
-
 def _parents_first(expr: Expr, skip: Container[int] = ()) -> list[Expr]:
     """The distinct nodes of ``expr`` with every node after all its parents (reverse post-order),
     leaving out the nodes whose identity is in ``skip`` and those only they reach."""
@@ -307,25 +227,6 @@ def _parents_first(expr: Expr, skip: Container[int] = ()) -> list[Expr]:
     return post[::-1]
 
 
-def ref_counts(expr: Expr) -> dict[str, int]:
-    """How often each rule is called in ``expr`` read as a tree (as :func:`refs_of` counts them),
-    computed over the distinct nodes: a node's uses are the sum of its parents' uses."""
-    uses = {id(expr): 1}
-    out: dict[str, int] = {}
-    for e in _parents_first(expr):
-        n = uses[id(e)]
-        if isinstance(e, Ref):
-            out[e.name] = out.get(e.name, 0) + n
-        for k in _kids(e):
-            uses[id(k)] = uses.get(id(k), 0) + n
-    return out
-
-
-def node_count(e: Expr) -> int:
-    """The IR nodes of ``e`` read as a tree (a shared subtree counts once per use)."""
-    return tree_size(e, lambda _: 1)
-
-
 def tree_size(e: Expr, weight: Callable[[Expr], int], memo: dict[int, int] | None = None) -> int:
     """The sum of ``weight(n)`` over the nodes ``n`` of ``e`` read as a tree (a shared subtree counts
     once per use), computed once per distinct node; ``memo`` (by node identity) may be shared by
@@ -337,14 +238,6 @@ def tree_size(e: Expr, weight: Callable[[Expr], int], memo: dict[int, int] | Non
     for n in reversed(_parents_first(e, memo)):  # children before parents
         memo[id(n)] = weight(n) + sum(memo[id(k)] for k in _kids(n))
     return memo[id(e)]
-
-
-def size_exceeds(e: Expr, limit: int) -> bool:
-    """Whether ``e`` has more than ``limit`` nodes (counting stops there)."""
-    for n, _ in enumerate(walk(e), 1):
-        if n > limit:
-            return True
-    return False
 
 
 def recursive_rules(graph: Mapping[str, Iterable[str]], names: Iterable[str] | None = None) -> set[str]:
@@ -440,6 +333,8 @@ def nullable(e: Expr, null_rules: set[str], memo: dict[int, bool] | None = None)
     """Whether ``e`` derives the empty string, the rules ``null_rules`` being those that do.
 
     ``memo`` (by node identity, for one ``null_rules``) makes it once per distinct node of a DAG."""
+    if not null_rules:
+        return plainly_nullable(e)
 
     def leaf(x: Expr) -> bool:
         return not x.data if isinstance(x, Bytes) else isinstance(x, Ref) and x.name in null_rules

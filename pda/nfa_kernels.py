@@ -69,33 +69,34 @@ def flatten(expr: Expr, rule_index: dict[str, int]) -> FlatExpr:
         elif isinstance(e, Repeat):
             stack.append(e.expr)
     n = len(nodes)
-    kind = np.empty(n, dtype=np.int64)
-    rmin = np.zeros(n, dtype=np.int64)
-    rmax = np.zeros(n, dtype=np.int64)
-    frag = np.full(n, -1, dtype=np.int64)
-    counts = np.zeros(n + 1, dtype=np.int64)
+    # Python lists, made arrays at the end: item assignment into numpy arrays costs more per node
+    kind = [_LEAF] * n
+    rmin = [0] * n
+    rmax = [0] * n
+    frag = [-1] * n
+    counts = [0] * (n + 1)
     child: list[int] = []
     frags: dict[Fragment, int] = {}
     for i, e in enumerate(nodes):
-        if isinstance(e, (Seq, Alt)):
-            kind[i] = _SEQ if isinstance(e, Seq) else _ALT
-            child.extend(index[id(c)] for c in e.items)
-            counts[i + 1] = len(e.items)
-        elif isinstance(e, Repeat):
+        c = e.__class__
+        if c is Seq or c is Alt:
+            items = e.items  # type: ignore[attr-defined]
+            kind[i] = _SEQ if c is Seq else _ALT
+            child.extend([index[id(k)] for k in items])
+            counts[i + 1] = len(items)
+        elif c is Repeat:
             kind[i] = _REPEAT
-            child.append(index[id(e.expr)])
+            child.append(index[id(e.expr)])  # type: ignore[attr-defined]
             counts[i + 1] = 1
-            rmin[i] = e.min
-            rmax[i] = -1 if e.max is None else e.max
-        elif isinstance(e, Ref):
-            kind[i] = _LEAF
-            f: Fragment = (0, (), ((0, rule_index[e.name], 1),))
+            rmin[i] = e.min  # type: ignore[attr-defined]
+            rmax[i] = -1 if e.max is None else e.max  # type: ignore[attr-defined]
+        elif c is Ref:
+            f: Fragment = (0, (), ((0, rule_index[e.name], 1),))  # type: ignore[attr-defined]
             frag[i] = frags.setdefault(f, len(frags))
-        elif isinstance(e, Bytes) and not e.data:
+        elif c is Bytes and not e.data:  # type: ignore[attr-defined]
             kind[i] = _EMPTY
-        elif isinstance(e, (Bytes, CharClass, ByteClass)):
-            kind[i] = _LEAF
-            frag[i] = frags.setdefault(leaf_fragment(e), len(frags))
+        elif c is Bytes or c is CharClass or c is ByteClass:
+            frag[i] = frags.setdefault(leaf_fragment(e), len(frags))  # type: ignore[arg-type]
         else:
             raise TypeError(f"not an IR node: {e!r}")
     fl = list(frags)
@@ -106,7 +107,9 @@ def flatten(expr: Expr, rule_index: dict[str, int]) -> FlatExpr:
     frag_call_ptr[1:] = np.cumsum([len(f[2]) for f in fl])
     frag_edges = np.array([r for f in fl for r in f[1]], dtype=np.int64).reshape(-1, 4)
     frag_calls = np.array([r for f in fl for r in f[2]], dtype=np.int64).reshape(-1, 3)
-    return FlatExpr(kind, np.cumsum(counts), np.array(child, dtype=np.int64), rmin, rmax, frag, frag_states,
+    i64 = np.int64
+    return FlatExpr(np.array(kind, dtype=i64), np.cumsum(np.array(counts, dtype=i64)), np.array(child, dtype=i64),
+                    np.array(rmin, dtype=i64), np.array(rmax, dtype=i64), np.array(frag, dtype=i64), frag_states,
                     frag_edge_ptr, frag_edges, frag_call_ptr, frag_calls)
 
 

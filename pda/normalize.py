@@ -44,8 +44,9 @@ from dataclasses import dataclass
 from .errors import EmptyLanguageError, UndefinedRuleError
 from .limits import check_deadline
 from .ir import (
-    EPSILON, NOTHING, Alt, ByteClass, Bytes, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, derives, distinct_nodes, nonempty,
-    nullable, opt, ref_counts, ref_names, repeat, seq, star, tree_size,
+    EPSILON, NOTHING, Alt, ByteClass, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, calls_any, derives,
+    distinct_nodes, has_nullable_repeat, has_scalar, has_scalar_free_class, literal_bytes, longest_repeat, node_count, nonempty,
+    nullable, opt, ref_counts, ref_names, repeat, seq, star,
 )
 from .share import SHARED_PREFIX, share_repeated
 
@@ -93,7 +94,9 @@ def _resolve(ir: GrammarIR) -> dict[str, Expr]:
     if ir.start not in ir.rules:
         raise UndefinedRuleError(f'start rule "{ir.start}" is not defined', filename=ir.filename, rule=ir.start)
     for name, body in ir.rules.items():
-        for ref in distinct_nodes(body):
+        if ref_names(body) <= ir.rules.keys():
+            continue
+        for ref in distinct_nodes(body):  # the first undefined call, for its position
             if isinstance(ref, Ref) and ref.name not in ir.rules:
                 line, col = ref.pos if ref.pos else ir.positions.get(name, (None, None))
                 raise UndefinedRuleError(
@@ -135,7 +138,7 @@ def _productive_expr(e: Expr, prod: set[str], memo: dict[int, bool] | None = Non
 def _has_scalar(e: CharClass | ByteClass) -> bool:
     if isinstance(e, ByteClass):
         return bool(e.ranges)
-    return any(not (0xD800 <= lo and hi <= 0xDFFF) for lo, hi in e.ranges)
+    return has_scalar(e.ranges)
 
 
 def _check_productive(rules: dict[str, Expr], ir: GrammarIR) -> dict[str, Expr]:
@@ -168,7 +171,8 @@ def _check_productive(rules: dict[str, Expr], ir: GrammarIR) -> dict[str, Expr]:
         return (e if e.name in prod else NOTHING) if isinstance(e, Ref) else _simplify_leaf(e)
 
     done: dict[int, Expr] = {}
-    return {n: _rebuild(b, leaf, done) for n, b in rules.items() if n in prod}
+    dead = rules.keys() - prod
+    return {n: _rebuild(b, leaf, done, dead) for n, b in rules.items() if n in prod}
 
 
 def _reaches_itself(name: str, rules: dict[str, Expr], within: set[str]) -> bool:
@@ -188,23 +192,27 @@ def _has_nothing_by_construction(body: Expr) -> bool:
     return not _productive_expr(body, ref_names(body), {})
 
 
-def _rebuild(e: Expr, leaf, memo: dict[int, Expr]) -> Expr:  # type: ignore[no-untyped-def]
+def _rebuild(e: Expr, leaf, memo: dict[int, Expr], calls: set[str] | None = None) -> Expr:  # type: ignore[no-untyped-def]
     """``e`` rebuilt through the smart constructors with ``leaf`` applied to every leaf; a subtree
     shared by several parents (frontends share them a lot) is rebuilt once (``memo``, by id; one
     memo may serve several trees rebuilt with the same ``leaf`` while they stay alive).
 
     A node whose children all come back unchanged is kept as it is: the IR is built by the smart
-    constructors only, so building it again would give an equal node."""
+    constructors only, so building it again would give an equal node.  ``calls``, when given, says
+    that ``leaf`` keeps every leaf but the calls of those rules and the classes with no scalar value
+    (:func:`_simplify_leaf`): a subtree that has neither is kept without a visit."""
+    if calls is not None and not calls_any(e, calls) and not has_scalar_free_class(e):
+        return e
     got = memo.get(id(e))
     if got is None:
         if isinstance(e, (Seq, Alt)):
-            items = [_rebuild(i, leaf, memo) for i in e.items]
+            items = [_rebuild(i, leaf, memo, calls) for i in e.items]
             if all(a is b for a, b in zip(items, e.items)):
                 got = e
             else:
                 got = seq(*items) if isinstance(e, Seq) else alt(*items)
         elif isinstance(e, Repeat):
-            inner = _rebuild(e.expr, leaf, memo)
+            inner = _rebuild(e.expr, leaf, memo, calls)
             got = e if inner is e.expr else repeat(inner, e.min, e.max)
         else:
             got = leaf(e)
@@ -233,19 +241,23 @@ def _denull_repeats(e: Expr, memo: dict[int, Expr], null_memo: dict[int, bool]) 
 
     ``memo`` (rewritten nodes) and ``null_memo`` (nullable nodes) are by identity: share them only
     between trees that stay alive meanwhile."""
+    if not has_nullable_repeat(e):
+        return e  # nothing to rewrite below
     got = memo.get(id(e))
     if got is not None:
         return got
-    if isinstance(e, Seq):
-        got = seq(*(_denull_repeats(i, memo, null_memo) for i in e.items))
-    elif isinstance(e, Alt):
-        got = alt(*(_denull_repeats(i, memo, null_memo) for i in e.items))
+    if isinstance(e, (Seq, Alt)):
+        items = [_denull_repeats(i, memo, null_memo) for i in e.items]
+        if all(a is b for a, b in zip(items, e.items)):
+            got = e  # unchanged (see _rebuild)
+        else:
+            got = seq(*items) if isinstance(e, Seq) else alt(*items)
     elif isinstance(e, Repeat):
         inner = _denull_repeats(e.expr, memo, null_memo)
         if nullable(inner, set(), null_memo):
             got = repeat(nonempty(inner), 0, e.max)
         else:
-            got = repeat(inner, e.min, e.max)
+            got = e if inner is e.expr else repeat(inner, e.min, e.max)
     else:
         got = e
     memo[id(e)] = got
@@ -272,7 +284,7 @@ def _remove_empty(rules: dict[str, Expr], start: str) -> dict[str, Expr]:
     denulled: dict[int, Expr] = {}
     null_memo: dict[int, bool] = {}
     for name, body in rules.items():
-        body = _denull_repeats(_rebuild(body, leaf, rebuilt), denulled, null_memo)
+        body = _denull_repeats(_rebuild(body, leaf, rebuilt, null), denulled, null_memo)
         out[name] = body if name == ROOT else nonempty(body)
     # A rule whose only string was the empty string is now the empty language: drop its calls.
     dead = {n for n, b in out.items() if b == NOTHING and n != ROOT}
@@ -394,12 +406,12 @@ def _eliminate_left_recursion(rules: dict[str, Expr]) -> dict[str, Expr]:
 # ----------------------------------------------------------------------------- 5. inlining
 
 
-def _weight(e: Expr, weight: dict[str, int], inline: set[str], memo: dict[int, int]) -> int:
-    """The IR nodes of ``e`` once the rules it calls that are inlined are written out.
+def _weight(e: Expr, weight: dict[str, int], inline: set[str]) -> int:
+    """The IR nodes of ``e`` once the rules it calls that are inlined are written out: its nodes,
+    each call of an inlined rule counting as that rule's weight instead of 1.
 
-    ``memo`` may serve every rule of one pass: a call's weight is fixed once its callee is decided,
-    and callees are decided before their callers (a rule of the caller's own group is never inlined)."""
-    return tree_size(e, lambda n: weight.get(n.name, 1) if isinstance(n, Ref) and n.name in inline else 1, memo)
+    Callees are decided before their callers (a rule of the caller's own group is never inlined)."""
+    return node_count(e) + sum(k * (weight.get(n, 1) - 1) for n, k in ref_counts(e).items() if n in inline)
 
 
 def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
@@ -417,10 +429,9 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     # calls a small rule twice, which calls one twice, ... must not double at every level)
     inline: set[str] = set()
     weight: dict[str, int] = {}
-    weighed: dict[int, int] = {}
     for comp in _sccs(graph):  # callees come before their callers
         for n in comp:
-            weight[n] = _weight(rules[n], weight, inline, weighed)
+            weight[n] = _weight(rules[n], weight, inline)
             if n != ROOT and n not in recursive and (uses[n] <= 1 or weight[n] <= _INLINE_MAX_NODES):
                 inline.add(n)
     done: dict[str, Expr] = {}
@@ -432,7 +443,7 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     def expand(name: str) -> Expr:
         if name not in done:
             check_deadline()
-            done[name] = _rebuild(rules[name], leaf, rebuilt)
+            done[name] = _rebuild(rules[name], leaf, rebuilt, inline)
         return done[name]
 
     kept = [n for n in rules if n not in inline]
@@ -479,11 +490,12 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
         full = seq(repeat(b, q, q), opt(block(x, 1, r)) if r else EPSILON)
         return alt(seq(repeat(b, 0, q - 1), opt(block(x, 1, k - 1))), full)
 
-    sizes: dict[int, int] = {}
     null_memo: dict[int, bool] = {}
     done: dict[int, Expr] = {}  # by identity: every tree visited stays alive in ``rules`` or here
 
     def visit(e: Expr) -> Expr:
+        if longest_repeat(e) * (node_count(e) + literal_bytes(e)) <= REPEAT_SPLIT_SIZE:
+            return e  # no repeat below is long enough to split (see _visit)
         got = done.get(id(e))
         if got is None:
             got = done[id(e)] = _visit(e)
@@ -497,8 +509,9 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
             return seq(*items) if isinstance(e, Seq) else alt(*items)
         if isinstance(e, Repeat):
             x = visit(e.expr)
-            size = tree_size(x, _split_weight, sizes)
             longest = e.max if e.max is not None else e.min
+            # its nodes and literal bytes; a body that calls a rule is never split
+            size = -1 if ref_counts(x) else node_count(x) + literal_bytes(x)
             if longest * size <= REPEAT_SPLIT_SIZE or size < 0 or nullable(x, set(), null_memo):
                 return e if x is e.expr else repeat(x, e.min, e.max)
             rest = star(x) if e.max is None else upto(x, e.max - e.min, size)
@@ -509,17 +522,6 @@ def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
         out[name] = visit(rules[name])
     visit = _visit = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
     return out
-
-
-_CALLS = -(1 << 60)  # a weight that makes the size of any tree with a call in it negative
-
-
-def _split_weight(e: Expr) -> int:
-    """What a node adds to the size of a repeated body: 1, plus its bytes for a literal; a call
-    makes the body's size negative (a body that calls a rule is never split)."""
-    if isinstance(e, Ref):
-        return _CALLS
-    return 1 + len(e.data) if isinstance(e, Bytes) else 1
 
 
 def _block_size(n: int) -> int:

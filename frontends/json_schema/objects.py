@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pda import codepoint_fsm as fsm
 from pda.ir import (
-    EPSILON, NOTHING, Alt, Bytes, Expr, Ref, Repeat, Seq, alt, recursive_rules, refs_of, repeat, seq, size_exceeds, star,
+    EPSILON, NOTHING, Alt, Bytes, Expr, Ref, Repeat, Seq, alt, recursive_rules, ref_names, repeat, seq, size_exceeds, star,
 )
 
 from .context import Context
@@ -182,7 +182,7 @@ class _Calls(dict[str, set[str]]):
     def __missing__(self, name: str) -> set[str]:
         if name not in self.rules:
             raise KeyError(name)
-        got = self[name] = {r.name for r in refs_of(self.rules[name])}
+        got = self[name] = ref_names(self.rules[name])
         return got
 
 

@@ -21,6 +21,8 @@ automaton that must tell property names apart.  Everything ``json.dumps`` writes
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from operator import itemgetter
 from typing import Any, Iterable
 
 from pda.ir import (
@@ -41,11 +43,35 @@ _SHORT = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0
 _MUST_ESCAPE: Ranges = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C))
 # Code points that may be written as \uXXXX: all of the BMP except printable ASCII (but " and \).
 _U_ESCAPABLE: Ranges = ((0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0xFFFF))
+_NO_ESCAPE: Ranges = negate_ranges(_MUST_ESCAPE)
+_SHORT_RANGES: Ranges = normalize_ranges((cp, cp) for cp in _SHORT)
+_LO, _HI = itemgetter(0), itemgetter(1)
 
 
 def intersect_ranges(a: Iterable[tuple[int, int]], b: Iterable[tuple[int, int]]) -> Ranges:
     """Code points in both range lists (one merge over the two sorted, merged lists)."""
-    xs, ys = normalize_ranges(a), normalize_ranges(b)
+    return _intersect_merged(normalize_ranges(a), normalize_ranges(b))
+
+
+def _intersect_merged(xs: Ranges, ys: Ranges) -> Ranges:
+    """:func:`intersect_ranges` of two lists already sorted and merged (as :func:`normalize_ranges`
+    makes them; so is the result)."""
+    if len(xs) < len(ys):
+        xs, ys = ys, xs
+    if len(ys) <= 8:  # few ranges against many: the slice of ``xs`` each one overlaps, clipped
+        parts: list[tuple[int, int]] = []
+        for lo, hi in ys:
+            i = bisect_left(xs, lo, key=_HI)  # the first range of xs that ends at lo or after
+            j = bisect_right(xs, hi, key=_LO)  # past the last one that starts at hi or before
+            if i < j:
+                a, b = xs[i], xs[j - 1]
+                if i + 1 == j:
+                    parts.append((max(a[0], lo), min(a[1], hi)))
+                else:
+                    parts.append((max(a[0], lo), a[1]))
+                    parts.extend(xs[i + 1:j - 1])
+                    parts.append((b[0], min(b[1], hi)))
+        return tuple(parts)
     out = []
     i = j = 0
     while i < len(xs) and j < len(ys):
@@ -156,18 +182,20 @@ def spell(ranges: Ranges) -> Expr:
         if len(_spell_cache) < 4096:
             _spell_cache[given] = got
         return got
-    scalar = intersect_ranges(ranges, ANY_CHAR)
+    # (every list below is sorted and merged: intersected without normalising again)
+    scalar = _intersect_merged(ranges, ANY_CHAR)
     parts: list[Expr] = []
-    plain = subtract_ranges(scalar, _MUST_ESCAPE)
+    plain = _intersect_merged(scalar, _NO_ESCAPE)
     if plain:
         parts.append(plain_chars(plain))
     after_backslash: list[Expr] = []
-    letters = [letter for cp, letter in _SHORT.items() if any(lo <= cp <= hi for lo, hi in scalar)]
+    short = _intersect_merged(scalar, _SHORT_RANGES)
+    letters = [letter for cp, letter in _SHORT.items() if any(lo <= cp <= hi for lo, hi in short)]
     if letters:
         after_backslash.append(chars([(ord(x), ord(x)) for x in letters]))
-    bmp = intersect_ranges(scalar, _U_ESCAPABLE)
+    bmp = _intersect_merged(scalar, _U_ESCAPABLE)
     hexes = [digit_set(bmp, 4)] if bmp else []
-    hexes += [_surrogate_pairs(lo, hi) for lo, hi in intersect_ranges(scalar, ((0x10000, MAX_CODE_POINT),))]
+    hexes += [_surrogate_pairs(lo, hi) for lo, hi in _intersect_merged(scalar, ((0x10000, MAX_CODE_POINT),))]
     if hexes:
         after_backslash.append(seq(lit("u"), alt(*hexes)))
     if after_backslash:
@@ -265,20 +293,30 @@ def spelled_except(words: Iterable[str]) -> Expr:
             node = node.setdefault(ch, {})
         node[""] = {}
     used = normalize_ranges((ord(ch), ord(ch)) for w in _all_words(trie) for ch in w)
+    one: dict[str, Expr] = {}  # character -> its spellings
+    left_by: dict[tuple[str, ...], list[Expr]] = {}  # the children of a node -> spellings of the other used characters
+
+    def sp(k: str) -> Expr:
+        got = one.get(k)
+        if got is None:
+            got = one[k] = spell(((ord(k), ord(k)),))
+        return got
 
     def end(node: dict[str, Any]) -> Expr:  # strings that stop inside the trie, not on a word
         kids = sorted(k for k in node if k)
-        return alt(*([] if "" in node else [EPSILON]), *(seq(spell(((ord(k), ord(k)),)), end(node[k])) for k in kids))
+        return alt(*([] if "" in node else [EPSILON]), *(seq(sp(k), end(node[k])) for k in kids))
 
     def exit_(node: dict[str, Any]) -> Expr:  # prefixes that leave the trie by a character of a word
-        kids = sorted(k for k in node if k)
-        others = subtract_ranges(used, [(ord(k), ord(k)) for k in kids])
-        return alt(*([spell(others)] if others else []),
-                   *(seq(spell(((ord(k), ord(k)),)), exit_(node[k])) for k in kids))
+        kids = tuple(sorted(k for k in node if k))
+        others = left_by.get(kids)
+        if others is None:
+            rs = _intersect_merged(used, negate_ranges([(ord(k), ord(k)) for k in kids]))
+            others = left_by[kids] = [spell(rs)] if rs else []
+        return alt(*others, *(seq(sp(k), exit_(node[k])) for k in kids))
 
     def paths(node: dict[str, Any]) -> Expr:
         kids = sorted(k for k in node if k)
-        return alt(EPSILON, *(seq(spell(((ord(k), ord(k)),)), paths(node[k])) for k in kids))
+        return alt(EPSILON, *(seq(sp(k), paths(node[k])) for k in kids))
 
     rest = subtract_ranges(ANY_CHAR, used)
     # Every string after a prefix that has left the trie is allowed: the tail is written once.

@@ -3,7 +3,7 @@ frontend made with every non-recursive rule that is called once substituted into
 
 from __future__ import annotations
 
-from pda.ir import Alt, Expr, Ref, Repeat, Seq, alt, recursive_rules, ref_counts, ref_names, repeat, seq
+from pda.ir import Alt, Expr, Ref, Repeat, Seq, alt, calls_any, recursive_rules, ref_counts, ref_names, repeat, seq
 
 __all__ = ["inline_single_use"]
 
@@ -24,6 +24,8 @@ def inline_single_use(rules: dict[str, Expr], root: str) -> dict[str, Expr]:
     memo: dict[int, tuple[Expr, Expr]] = {}  # id(node) -> (node, expanded): shared subtrees once
 
     def expand(e: Expr) -> Expr:
+        if not calls_any(e, single):
+            return e  # nothing to inline below
         if isinstance(e, Ref):
             return done.get(e.name, e) if e.name in single else e
         if not isinstance(e, (Seq, Alt, Repeat)):

@@ -197,8 +197,15 @@ def test_deep_nesting_and_exponential_inlining() -> None:
     deep = lit("x")
     for _ in range(3000):
         deep = alt(lit(""), seq(chars([(97, 98)]), deep))
+    # nothing for normalisation to rewrite in it (no call, no nullable repeat): it is not walked
+    g = G({"root": deep})
+    assert g.accepts("ab" * 1500 + "x") and g.accepts("a" * 7) and not g.accepts("a" * 3001 + "x")
+    # a call of a nullable rule at the bottom: every level is rewritten, deeper than Python recurses
+    deep = Ref("n")
+    for _ in range(3000):
+        deep = alt(lit(""), seq(chars([(97, 98)]), deep))
     with pytest.raises(LimitExceededError, match="recursion_limit"):
-        G({"root": deep})
+        G({"root": deep, "n": opt(lit("x"))})
     # each rule calls the one below twice: inlining them all would write 2^19 copies
     rules: dict[str, Expr] = {"x0": lit("v")}
     rules.update({f"x{i}": seq(lit("["), Ref(f"x{i - 1}"), star(seq(lit(","), Ref(f"x{i - 1}"))), lit("]"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import types
 from pathlib import Path
+from typing import Callable
 
 from pda import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from pda.grammar import Grammar
@@ -43,6 +44,21 @@ def _pda_garbage() -> list[str]:
         gc.garbage.clear()
 
 
+def _pda_garbage_of(work: Callable[[], None]) -> list[str]:
+    """What ``work`` leaves in cyclic garbage, run once first (imports and one-time tables), then
+    again with the collector off and its garbage cleared beforehand."""
+    work()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _pda_garbage()
+        work()
+        return _pda_garbage()
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def test_compiles_leave_no_cycles() -> None:
     def compile_all() -> None:
         for schema in SCHEMAS:
@@ -52,16 +68,7 @@ def test_compiles_leave_no_cycles() -> None:
         Grammar.from_lark((GRAMMARS / "arithmetic.lark").read_text())
         Grammar.from_regex(r"(\d{1,3}\.){3}\d{1,3}|[a-zé_]+@example\.(com|org)")
 
-    compile_all()  # imports and one-time tables first
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        _pda_garbage()
-        compile_all()
-        assert _pda_garbage() == []
-    finally:
-        if enabled:
-            gc.enable()
+    assert _pda_garbage_of(compile_all) == []
 
 
 def test_matchers_leave_no_cycles() -> None:
@@ -79,13 +86,4 @@ def test_matchers_leave_no_cycles() -> None:
         assert other.accept_string('y"}')
         m.reset()
 
-    decode()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        _pda_garbage()
-        decode()
-        assert _pda_garbage() == []
-    finally:
-        if enabled:
-            gc.enable()
+    assert _pda_garbage_of(decode) == []

@@ -108,9 +108,10 @@ def _close(i, n, d, call_ptr, call_rule, call_return, rule_start, is_end, state_
 
 def class_bits(trans: np.ndarray) -> np.ndarray:
     """uint64[S, 4]: bit ``c`` of row ``s`` set when state ``s`` reads byte class ``c``."""
-    bits = np.zeros((trans.shape[0], 256), dtype=np.bool_)
-    bits[:, :trans.shape[1]] = trans >= 0
-    return np.packbits(bits, axis=1, bitorder="little").view(np.uint64)
+    bits = np.zeros((trans.shape[0], 32), dtype=np.uint8)  # 256 bits a row
+    packed = np.packbits(trans >= 0, axis=1, bitorder="little")
+    bits[:, :packed.shape[1]] = packed
+    return bits.view(np.uint64)
 
 
 @njit(cache=True, nogil=True)
@@ -190,8 +191,6 @@ def _encode(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_r
     w = 0
     limit = code.shape[0]
     for j in range(n):
-        if depth[j] > k:
-            break
         q = order[j]
         if w + 8 + 2 * (call_ptr[q + 1] - call_ptr[q]) + 2 * run_class.shape[0] >= limit:
             return -1
@@ -274,6 +273,8 @@ def lookahead_keys(A: KernelAutomaton, runs: tuple[np.ndarray, np.ndarray], name
     more words of encoding than the scratch holds).  ``runs`` is :func:`byte_runs` of the
     automaton's byte classes and a byte set that ``name`` stands for in every grammar; ``ks`` and
     ``caps`` are int64 arrays."""
+    if not 0 < ks.shape[0] <= _MAX_BOUNDS or caps.shape != ks.shape:
+        raise ValueError(f"lookahead_keys takes 1 to {_MAX_BOUNDS} bounds, each with a cap")
     spans = scratch.spans[:ks.shape[0]]
     _region_codes(A.trans, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start, A.state_rule, A.ret_ptr,
                   A.ret_state, A.rule_escape, runs[0], runs[1], state, ks, caps, scratch.ids, scratch.order,

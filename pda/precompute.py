@@ -160,13 +160,14 @@ class TokenClasses:
         self._keyed = LOOKAHEAD_GROUPS is not None
         self._cap = max((g.spec.cap for g in self._groups), default=0)
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
-        self._by_name: dict[str, list[int]] = {}  # byte set -> the keyed groups of it
+        # byte set -> (its keyed groups, their bounds, their caps): one lookahead search each
+        by_name: dict[str, list[int]] = {}
         for i, g in enumerate(self._groups):
             if g.spec.cap > 0:
-                self._by_name.setdefault(g.spec.name, []).append(i)
-        self._bounds = {name: (np.array([self._groups[i].k for i in members], np.int64),
+                by_name.setdefault(g.spec.name, []).append(i)
+        self._bounds = {name: (members, np.array([self._groups[i].k for i in members], np.int64),
                                np.array([self._groups[i].spec.cap for i in members], np.int64))
-                        for name, members in self._by_name.items()}
+                        for name, members in by_name.items()}
         first = np.bincount(self._trie.data[self._trie.offsets[:-1]], minlength=256)
         self._class_bits = class_bits(aut.trans) if self._keyed else np.zeros((0, 4), np.uint64)
         self._class_weight = np.bincount(aut.byte_class, weights=first, minlength=aut.num_classes).astype(np.int64)
@@ -235,8 +236,8 @@ class TokenClasses:
             return self._walk(self._whole, s, ws), False
         cache = self._tok.class_cache
         keys: dict[int, bytes | None] = {}  # group index -> its key (one search per byte set)
-        for name, members in self._by_name.items():
-            keys.update(zip(members, lookahead_keys(A, self._runs[name], name, s, *self._bounds[name], sc)))
+        for name, (members, ks, caps) in self._bounds.items():
+            keys.update(zip(members, lookahead_keys(A, self._runs[name], name, s, ks, caps, sc)))
         parts = []
         shared = False
         for i, g in enumerate(self._groups):

@@ -236,7 +236,7 @@ def test_lookahead_keys_equal_the_reference(tok: TokenizerInfo) -> None:
         A, scratch = classes.kernel, classes._scratch()
         keyed = 0
         for s in np.linspace(0, compiled.grammar.automaton.num_states - 1, 24).astype(int).tolist():
-            for name, (ks, caps) in classes._bounds.items():
+            for name, (_, ks, caps) in classes._bounds.items():
                 runs = classes._runs[name]
                 got = lookahead_keys(A, runs, name, s, ks, caps, scratch)
                 want = [_reference_key(A, runs, name, s, int(k), int(c)) for k, c in zip(ks, caps)]

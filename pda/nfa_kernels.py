@@ -1,13 +1,16 @@
 """Thompson construction of a rule's byte NFA as one numba kernel over a flattened IR.
 
-:func:`flatten` turns a rule body into flat arrays: each *distinct* node of the expression DAG once
-(frontends share subtrees a lot, and the tree read with its copies can be 100x larger), children in
-CSR form, and every leaf as a fragment (:mod:`pda.utf8`; a reference: one call edge).
+:func:`flatten` turns a rule body into flat arrays: each *distinct* node of the expression DAG once,
+equal subtrees being one node (frontends share subtrees a lot, and the tree read with its copies
+can be 100x larger), children in CSR form, and every leaf as a fragment (:mod:`pda.utf8`; a
+reference: one call edge).
 
 :func:`thompson` then writes the NFA the way :meth:`pda.fsm.ThompsonNFA.build` does, copy for
-copy, with an explicit stack of (node, from, to) tasks instead of recursion; only the state
-numbering differs (which no DFA built from it can see).  :meth:`ThompsonNFA.build` stays the
-pure-Python reference; ``tests/core/test_fsm.py`` compares the two.
+copy and with the same shared suffixes (:meth:`~pda.fsm.ThompsonNFA.entry`: one fragment per
+(node, end state), held in a hash table here), with an explicit stack of (node, from, to) tasks
+instead of recursion; only the state numbering differs (which no DFA built from it can see).
+:meth:`ThompsonNFA.build` stays the pure-Python reference; ``tests/core/test_fsm.py`` compares the
+two.
 """
 
 from __future__ import annotations
@@ -53,16 +56,16 @@ class FlatExpr(NamedTuple):
 
 
 def flatten(expr: Expr, rule_index: dict[str, int]) -> FlatExpr:
-    """The distinct nodes of ``expr`` as arrays (see :class:`FlatExpr`); node 0 is ``expr``."""
-    index: dict[int, int] = {}
+    """The distinct (unequal) nodes of ``expr`` as arrays (see :class:`FlatExpr`); node 0 is ``expr``."""
+    index: dict[Expr, int] = {}
     nodes: list[Expr] = []
-    # number the distinct nodes (by identity) in pre-order
+    # number the distinct nodes (by value) in pre-order
     stack = [expr]
     while stack:
         e = stack.pop()
-        if id(e) in index:
+        if e in index:
             continue
-        index[id(e)] = len(nodes)
+        index[e] = len(nodes)
         nodes.append(e)
         if isinstance(e, (Seq, Alt)):
             stack.extend(reversed(e.items))
@@ -82,11 +85,11 @@ def flatten(expr: Expr, rule_index: dict[str, int]) -> FlatExpr:
         if c is Seq or c is Alt:
             items = e.items  # type: ignore[attr-defined]
             kind[i] = _SEQ if c is Seq else _ALT
-            child.extend([index[id(k)] for k in items])
+            child.extend([index[k] for k in items])
             counts[i + 1] = len(items)
         elif c is Repeat:
             kind[i] = _REPEAT
-            child.append(index[id(e.expr)])  # type: ignore[attr-defined]
+            child.append(index[e.expr])  # type: ignore[attr-defined]
             counts[i + 1] = 1
             rmin[i] = e.min  # type: ignore[attr-defined]
             rmax[i] = -1 if e.max is None else e.max  # type: ignore[attr-defined]
@@ -141,6 +144,33 @@ def _eps(eps, k, a, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
+def _entry_slot(keys, key):  # type: ignore[no-untyped-def]
+    """The slot of ``key`` in the open-addressing table ``keys`` (-1: empty): where it is, or the
+    empty slot where it would go."""
+    mask = keys.shape[0] - 1
+    h = np.uint64(key)  # splitmix64's finaliser
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    i = np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    while keys[i] != -1 and keys[i] != key:
+        i = (i + 1) & mask
+    return i
+
+
+@njit(cache=True, nogil=True)
+def _entry_grow(keys, vals):  # type: ignore[no-untyped-def]
+    """The table rehashed into twice the slots."""
+    k2 = np.full(2 * keys.shape[0], -1, dtype=np.int64)
+    v2 = np.empty(2 * keys.shape[0], dtype=np.int64)
+    for i in range(keys.shape[0]):
+        if keys[i] != -1:
+            j = _entry_slot(k2, keys[i])
+            k2[j] = keys[i]
+            v2[j] = vals[i]
+    return k2, v2
+
+
+@njit(cache=True, nogil=True)
 def thompson(kind, child_ptr, child, rmin, rmax, frag, frag_states, frag_edge_ptr, frag_edges,  # type: ignore[no-untyped-def]
              frag_call_ptr, frag_calls, max_states):
     """The Thompson NFA of node 0 (see the module docstring) from state 0 (start) to 1 (end).
@@ -158,6 +188,10 @@ def thompson(kind, child_ptr, child, rmin, rmax, frag, frag_states, frag_edge_pt
     if max_states < 2:
         return THOMPSON_TOO_MANY_STATES, 0, eps[:0], edges[:0], calls[:0]
     n = 2
+    # shared fragments: key node << 32 | end state -> entry state
+    keys = np.full(64, -1, dtype=np.int64)
+    vals = np.empty(64, dtype=np.int64)
+    nkeys = 0
     tasks = np.empty((64, 3), dtype=np.int64)
     nt = _push(tasks, 0, 0, 0, 1)
     while nt > 0:
@@ -196,24 +230,37 @@ def thompson(kind, child_ptr, child, rmin, rmax, frag, frag_states, frag_edge_pt
             continue
         c0 = child_ptr[node]
         c1 = child_ptr[node + 1]
-        if k == _SEQ:
-            m = c1 - c0
-            if n + m - 1 > max_states:
-                return THOMPSON_TOO_MANY_STATES, n + m - 1, eps[:0], edges[:0], calls[:0]
-            tasks = _room(tasks, nt + m)
-            cur = s
-            for i in range(m):
-                if i == m - 1:
-                    nxt = t
-                else:
-                    nxt = n
-                    n += 1
-                nt = _push(tasks, nt, child[c0 + i], cur, nxt)
-                cur = nxt
-        elif k == _ALT:
+        if k == _SEQ or k == _ALT:
             tasks = _room(tasks, nt + c1 - c0)
-            for i in range(c0, c1):
-                nt = _push(tasks, nt, child[i], s, t)
+            eps = _room(eps, ne + c1 - c0)
+            nxt = t
+            # a sequence's items after the first, last to first, and a choice's non-leaf choices
+            # start in shared entries (ThompsonNFA.entry); the rest start in s
+            for i in range(c1 - 1, c0 - 1, -1):
+                x = child[i]
+                if k == _SEQ and i == c0:
+                    nt = _push(tasks, nt, x, s, nxt)
+                    break
+                if k == _ALT and kind[x] != _SEQ and kind[x] != _ALT and kind[x] != _REPEAT:
+                    nt = _push(tasks, nt, x, s, t)
+                    continue
+                end = nxt if k == _SEQ else t
+                if 2 * (nkeys + 1) > keys.shape[0]:
+                    keys, vals = _entry_grow(keys, vals)
+                key = (x << 32) | end
+                j = _entry_slot(keys, key)
+                if keys[j] == -1:
+                    if n + 1 > max_states:
+                        return THOMPSON_TOO_MANY_STATES, n + 1, eps[:0], edges[:0], calls[:0]
+                    keys[j] = key
+                    vals[j] = n
+                    nkeys += 1
+                    n += 1
+                    nt = _push(tasks, nt, x, vals[j], end)
+                if k == _SEQ:
+                    nxt = vals[j]
+                else:
+                    ne = _eps(eps, ne, s, vals[j])
         else:  # repeat
             x = child[c0]
             lo = rmin[node]

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fsm import build_rule_dfa
-from .limits import check_deadline
+from .fsm import build_rule_dfas
 from .normalize import ROOT, NormalGrammar
 
 __all__ = ["Automaton", "build_automaton", "DEFAULT_MAX_STATES"]
@@ -76,13 +75,7 @@ def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES) -
     names = list(g.rules)
     assert names[0] == ROOT
     index = {n: i for i, n in enumerate(names)}
-    dfas = []
-    total = 0
-    for n in names:
-        check_deadline()
-        d = build_rule_dfa(g.rules[n], index, max_states=max_states - total)
-        total += len(d.trans)
-        dfas.append(d)
+    dfas = build_rule_dfas([g.rules[n] for n in names], index, max_states=max_states)
 
     cuts = sorted({b for d in dfas for b in d.bounds})
     ncls = len(cuts) - 1

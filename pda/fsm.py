@@ -5,7 +5,7 @@ points are lowered to UTF-8 byte ranges (:mod:`pda.utf8`; surrogates never match
 spells valid UTF-8).  The alphabet of a rule's DFA is a partition of the 256 byte values into
 classes (bytes that no edge of the rule tells apart share a class) plus one call symbol per called
 rule.  The three steps run as numba kernels: the Thompson NFA in :mod:`pda.nfa_kernels` (over the
-rule's IR flattened once per distinct node; :class:`ThompsonNFA` here is its Python reference),
+grammar's IR flattened once per distinct node; :class:`ThompsonNFA` here is its Python reference),
 subset construction and minimisation in :mod:`pda.dfa_kernels`, both over *symbols*: the byte
 classes merged where the NFA moves alike (classes split apart by one edge, like the bytes below
 and above a quote in "any byte but quote or backslash", are often alike everywhere else).
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Sequence
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from .nfa_kernels import THOMPSON_OK, flatten, thompson
 from .ir import Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq
 from .utf8 import leaf_fragment, utf8_sequences
 
-__all__ = ["RuleDFA", "ThompsonNFA", "build_rule_dfa", "determinize", "utf8_sequences"]
+__all__ = ["RuleDFA", "ThompsonNFA", "build_rule_dfa", "build_rule_dfas", "determinize", "utf8_sequences"]
 
 
 class ThompsonNFA:
@@ -186,8 +187,27 @@ def build_rule_dfa(expr: Expr, rule_index: dict[str, int], *, max_states: int) -
     Both steps run over the rule's *symbols* (:func:`pda.dfa_kernels.class_symbols`), the byte
     classes merged where the NFA moves alike; the result is spelled over the byte classes.
     """
-    bounds, symbol, trans, call_rows, accept = _subset(expr, rule_index, max_states, reference=False)
-    return _minimal(bounds, symbol, trans, call_rows, accept)
+    return build_rule_dfas([expr], rule_index, max_states=max_states)[0]
+
+
+def build_rule_dfas(exprs: Sequence[Expr], rule_index: dict[str, int], *, max_states: int) -> list[RuleDFA]:
+    """:func:`build_rule_dfa` of each rule body of a grammar, ``max_states`` counting over all.
+
+    The bodies are flattened together (:func:`pda.nfa_kernels.flatten`): rules share subtrees, and
+    flattening each rule on its own walked them 2-5x over on real schemas."""
+    flat, roots = flatten(exprs, rule_index)
+    out = []
+    total = 0
+    for root in roots:
+        check_deadline()
+        limit = max_states - total
+        status, n, eps, edges, call_rows = thompson(*flat, root, limit)
+        if status != THOMPSON_OK:
+            raise _NFA(rule_index, limit).too_many()
+        d = _minimal(*_determinize(n, eps, edges, call_rows, limit))
+        total += len(d.trans)
+        out.append(d)
+    return out
 
 
 def determinize(expr: Expr, rule_index: dict[str, int], *, max_states: int, reference: bool = False,
@@ -216,10 +236,18 @@ def _subset(expr: Expr, rule_index: dict[str, int], max_states: int, reference: 
         eps = np.array(nfa.eps, dtype=np.int64).reshape(-1, 2)
         call_rows = np.array(nfa.calls, dtype=np.int64).reshape(-1, 3)
     else:
-        status, n, eps, edges, call_rows = thompson(*flatten(expr, rule_index), max_states)
+        flat, roots = flatten([expr], rule_index)
+        status, n, eps, edges, call_rows = thompson(*flat, roots[0], max_states)
         if status != THOMPSON_OK:
             raise _NFA(rule_index, max_states).too_many()
-        start, end = 0, 1
+    return _determinize(n, eps, edges, call_rows, max_states, merge_classes)
+
+
+def _determinize(n: int, eps: np.ndarray, edges: np.ndarray, call_rows: np.ndarray, max_states: int,
+                 merge_classes: bool = True) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_subset` of an NFA of ``n`` states from state 0 (start) to 1 (end): epsilon rows
+    (from, to), byte edge rows (from, lo, hi, to) and call rows (from, rule, to)."""
+    start, end = 0, 1
     bounds = np.unique(np.concatenate([[0, 256], edges[:, 1], edges[:, 2] + 1]))
     nclasses = len(bounds) - 1
     # byte ranges as class index ranges, then as symbol ranges

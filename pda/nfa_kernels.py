@@ -15,7 +15,7 @@ two.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import numpy as np
 from numba import njit
@@ -33,7 +33,7 @@ _SEQ, _ALT, _REPEAT, _LEAF, _EMPTY = 0, 1, 2, 3, 4
 
 
 class FlatExpr(NamedTuple):
-    """A rule body as arrays; node 0 is the root.
+    """Rule bodies as arrays (:func:`flatten` says which node is the root of each).
 
     ``kind[i]`` (seq, alt, repeat, leaf); children ``child[child_ptr[i]:child_ptr[i+1]]``;
     a repeat's ``rmin[i]``, ``rmax[i]`` (-1: unbounded); a leaf's fragment ``frag[i]``, whose
@@ -55,22 +55,25 @@ class FlatExpr(NamedTuple):
     frag_calls: np.ndarray
 
 
-def flatten(expr: Expr, rule_index: dict[str, int]) -> FlatExpr:
-    """The distinct (unequal) nodes of ``expr`` as arrays (see :class:`FlatExpr`); node 0 is ``expr``."""
+def flatten(exprs: Sequence[Expr], rule_index: dict[str, int]) -> tuple[FlatExpr, list[int]]:
+    """The distinct (unequal) nodes of all of ``exprs`` as arrays (see :class:`FlatExpr`), and the
+    node of each expression.  A grammar's rules are flattened together: they share subtrees (a
+    definition used in many members), which are then flattened once, not once per rule."""
     index: dict[Expr, int] = {}
     nodes: list[Expr] = []
     # number the distinct nodes (by value) in pre-order
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if e in index:
-            continue
-        index[e] = len(nodes)
-        nodes.append(e)
-        if isinstance(e, (Seq, Alt)):
-            stack.extend(reversed(e.items))
-        elif isinstance(e, Repeat):
-            stack.append(e.expr)
+    for expr in exprs:
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            if e in index:
+                continue
+            index[e] = len(nodes)
+            nodes.append(e)
+            if isinstance(e, (Seq, Alt)):
+                stack.extend(reversed(e.items))
+            elif isinstance(e, Repeat):
+                stack.append(e.expr)
     n = len(nodes)
     # Python lists, made arrays at the end: item assignment into numpy arrays costs more per node
     kind = [_LEAF] * n
@@ -111,9 +114,10 @@ def flatten(expr: Expr, rule_index: dict[str, int]) -> FlatExpr:
     frag_edges = np.array([r for f in fl for r in f[1]], dtype=np.int64).reshape(-1, 4)
     frag_calls = np.array([r for f in fl for r in f[2]], dtype=np.int64).reshape(-1, 3)
     i64 = np.int64
-    return FlatExpr(np.array(kind, dtype=i64), np.cumsum(np.array(counts, dtype=i64)), np.array(child, dtype=i64),
+    flat = FlatExpr(np.array(kind, dtype=i64), np.cumsum(np.array(counts, dtype=i64)), np.array(child, dtype=i64),
                     np.array(rmin, dtype=i64), np.array(rmax, dtype=i64), np.array(frag, dtype=i64), frag_states,
                     frag_edge_ptr, frag_edges, frag_call_ptr, frag_calls)
+    return flat, [index[e] for e in exprs]
 
 
 @njit(cache=True, nogil=True)
@@ -172,8 +176,8 @@ def _entry_grow(keys, vals):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def thompson(kind, child_ptr, child, rmin, rmax, frag, frag_states, frag_edge_ptr, frag_edges,  # type: ignore[no-untyped-def]
-             frag_call_ptr, frag_calls, max_states):
-    """The Thompson NFA of node 0 (see the module docstring) from state 0 (start) to 1 (end).
+             frag_call_ptr, frag_calls, root, max_states):
+    """The Thompson NFA of node ``root`` (see the module docstring) from state 0 (start) to 1 (end).
 
     Returns ``(status, n, eps, edges, calls)``: ``n`` states, ``eps`` rows (from, to), ``edges``
     rows (from, lo, hi, to), ``calls`` rows (from, rule, to).  ``status`` is
@@ -193,7 +197,7 @@ def thompson(kind, child_ptr, child, rmin, rmax, frag, frag_states, frag_edge_pt
     vals = np.empty(64, dtype=np.int64)
     nkeys = 0
     tasks = np.empty((64, 3), dtype=np.int64)
-    nt = _push(tasks, 0, 0, 0, 1)
+    nt = _push(tasks, 0, root, 0, 1)
     while nt > 0:
         nt -= 1
         node = tasks[nt, 0]

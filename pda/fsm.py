@@ -6,9 +6,10 @@ spells valid UTF-8).  The alphabet of a rule's DFA is a partition of the 256 byt
 classes (bytes that no edge of the rule tells apart share a class) plus one call symbol per called
 rule.  The three steps run as numba kernels: the Thompson NFA in :mod:`pda.nfa_kernels` (over the
 grammar's IR flattened once per distinct node; :class:`ThompsonNFA` here is its Python reference),
-subset construction and minimisation in :mod:`pda.dfa_kernels`, both over *symbols*: the byte
-classes merged where the NFA moves alike (classes split apart by one edge, like the bytes below
-and above a quote in "any byte but quote or backslash", are often alike everywhere else).
+subset construction and minimisation in :mod:`pda.dfa_kernels` (each one kernel call with its array
+bookkeeping, :mod:`pda.rule_kernels`), both over *symbols*: the byte classes merged where the NFA
+moves alike (classes split apart by one edge, like the bytes below and above a quote in "any byte
+but quote or backslash", are often alike everywhere else).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from typing import Sequence
 
 import numpy as np
 
-from .dfa_kernels import DETERMINIZE_OK, class_symbols, determinize_nfa, minimize_partial, transition_lists
+from .dfa_kernels import DETERMINIZE_OK
 from .errors import LimitExceededError
 from .limits import check_deadline
 from .nfa_kernels import THOMPSON_OK, flatten, thompson
+from .rule_kernels import minimal_dfa, nfa_to_dfa
 from .ir import Alt, ByteClass, Bytes, CharClass, Expr, Ref, Repeat, Seq
 from .utf8 import leaf_fragment, utf8_sequences
 
@@ -146,14 +148,6 @@ class _NFA(ThompsonNFA):
         self.edges.extend((ports[a], lo, hi, ports[b]) for a, lo, hi, b in edges)
 
 
-def _csr(n: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort ``rows`` (first column: a state) by state; returns (ptr[n+1], sorted rows)."""
-    order = np.argsort(rows[:, 0], kind="stable")
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows[:, 0], minlength=n), out=ptr[1:])
-    return ptr, rows[order]
-
-
 @dataclass
 class RuleDFA:
     """A minimal DFA of one rule. State 0 is the start.
@@ -175,10 +169,6 @@ class RuleDFA:
         for d, r, t in self.call_rows.tolist():
             out[d][r] = t
         return out
-
-
-def _sorted_calls(rows: np.ndarray) -> np.ndarray:
-    return rows[np.lexsort((rows[:, 1], rows[:, 0]))] if len(rows) else rows.reshape(0, 3)
 
 
 def build_rule_dfa(expr: Expr, rule_index: dict[str, int], *, max_states: int) -> RuleDFA:
@@ -246,35 +236,12 @@ def _subset(expr: Expr, rule_index: dict[str, int], max_states: int, reference: 
 def _determinize(n: int, eps: np.ndarray, edges: np.ndarray, call_rows: np.ndarray, max_states: int,
                  merge_classes: bool = True) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_subset` of an NFA of ``n`` states from state 0 (start) to 1 (end): epsilon rows
-    (from, to), byte edge rows (from, lo, hi, to) and call rows (from, rule, to)."""
-    start, end = 0, 1
-    bounds = np.unique(np.concatenate([[0, 256], edges[:, 1], edges[:, 2] + 1]))
-    nclasses = len(bounds) - 1
-    # byte ranges as class index ranges, then as symbol ranges
-    clo = np.searchsorted(bounds, edges[:, 1])
-    chi = np.searchsorted(bounds, edges[:, 2] + 1) - 1
-    e_ptr, e_rows = _csr(n, np.column_stack([edges[:, 0], clo, chi, edges[:, 3]]))
-    if merge_classes:
-        # Merge the classes on which the NFA moves alike (every pair of states joined on both or
-        # on neither; a string's "any byte but quote and backslash" splits the bytes into classes
-        # that are alike elsewhere).  Symbols are numbered by their first class, so edge ``j``
-        # stands for the symbols whose first class lies in ``clo[j]..chi[j]`` (a run, maybe empty)
-        # and the edges joining two states still hold exactly their symbols.
-        symbol, first = class_symbols(n, nclasses, e_ptr, e_rows[:, 1].copy(), e_rows[:, 2].copy(),
-                                      e_rows[:, 3].copy())
-        e_rows[:, 1] = np.searchsorted(first, e_rows[:, 1])
-        e_rows[:, 2] = np.searchsorted(first, e_rows[:, 2], side="right") - 1
-    else:
-        symbol, first = np.arange(nclasses), np.arange(nclasses)
-    eps_ptr, eps_rows = _csr(n, eps)
-    c_ptr, c_rows = _csr(n, call_rows)
-    status, trans, accept, csrc, crule, cdst = determinize_nfa(
-        n, eps_ptr, eps_rows[:, 1].copy(), e_ptr, e_rows[:, 1].copy(), e_rows[:, 2].copy(), e_rows[:, 3].copy(),
-        c_ptr, c_rows[:, 1].copy(), c_rows[:, 2].copy(), start, end, len(first), max_states,
-    )
+    (from, to), byte edge rows (from, lo, hi, to) and call rows (from, rule, to)
+    (:func:`pda.rule_kernels.nfa_to_dfa`)."""
+    status, bounds, symbol, trans, accept, rows = nfa_to_dfa(n, eps, edges, call_rows, max_states, merge_classes)
     if status != DETERMINIZE_OK:
         raise LimitExceededError("max_states", max_states, "raise max_states or simplify the grammar")
-    return bounds.tolist(), symbol, trans, _sorted_calls(np.column_stack([csrc, crule, cdst])), accept
+    return bounds.tolist(), symbol, trans, rows, accept
 
 
 def _minimize(d: RuleDFA) -> RuleDFA:
@@ -287,30 +254,10 @@ def _minimal(bounds: list[int], symbol: np.ndarray, trans: np.ndarray, rows: np.
     """The minimal DFA of the DFA ``trans[s, symbol[k]]`` (see :func:`_subset`), over byte classes.
 
     States are renumbered in first-seen order and dead states dropped.  Call edges are transitions
-    too, one label per callee after the symbols.
+    too, one label per callee after the symbols (:func:`pda.rule_kernels.minimal_dfa`).
     """
-    n, nsym = trans.shape
-    callees, sym = np.unique(rows[:, 1], return_inverse=True)  # one label per callee after the symbols
-    accept = np.asarray(accept, dtype=np.bool_)
-    block, nblocks = minimize_partial(n, *transition_lists(trans, rows[:, 0].copy(), sym.reshape(-1), rows[:, 2].copy()), accept)
-    block = block.astype(np.int64)
-    if block[0] < 0:
+    out, calls, acc = minimal_dfa(trans, symbol, rows, np.asarray(accept, dtype=np.bool_))
+    if not len(out):  # the empty language: one state, no way out
         return RuleDFA(bounds, np.full((1, len(symbol)), -1, dtype=np.int32), np.zeros((0, 3), dtype=np.int64),
                        np.zeros(1, dtype=np.bool_))
-    # block order: by the smallest state in each block (the start state's block comes first)
-    live = np.flatnonzero(block >= 0)
-    _, firsts = np.unique(block[live], return_index=True)
-    rep = live[firsts]  # the smallest state of each block, by block number
-    order = np.argsort(rep, kind="stable")
-    rep = rep[order]
-    renum = np.empty(nblocks + 1, dtype=np.int64)
-    renum[order] = np.arange(nblocks)
-    renum[nblocks] = -1  # dead states
-    new_of = renum[np.where(block >= 0, block, nblocks)]
-    kept = trans[rep][:, symbol]
-    out = np.where(kept >= 0, new_of[np.maximum(kept, 0)], -1).astype(np.int32)
-    is_rep = np.zeros(n, dtype=np.bool_)
-    is_rep[rep] = True
-    keep = is_rep[rows[:, 0]] & (new_of[rows[:, 2]] >= 0)
-    calls = np.column_stack([new_of[rows[keep, 0]], rows[keep, 1], new_of[rows[keep, 2]]])
-    return RuleDFA(bounds, out, _sorted_calls(calls), accept[rep])
+    return RuleDFA(bounds, out, calls, acc)

@@ -131,6 +131,16 @@ class _NFA(ThompsonNFA):
         super().__init__(max_states)
         self.calls: list[tuple[int, int, int]] = []  # (from, rule, to)
         self.rule_index = rule_index
+        self.byte_entries: dict[tuple[int, int], int] = {}
+
+    def byte_entry(self, b: int, t: int) -> int:
+        """The state whose one edge is byte ``b`` to ``t`` (made once per (``b``, ``t``))."""
+        key = (b, t)
+        u = self.byte_entries.get(key)
+        if u is None:
+            u = self.byte_entries[key] = self.new()
+            self.edges.append((u, b, b, t))
+        return u
 
     def too_many(self) -> Exception:
         return LimitExceededError(
@@ -141,6 +151,15 @@ class _NFA(ThompsonNFA):
     def leaf(self, e: Expr, s: int, t: int) -> None:
         if isinstance(e, Ref):
             self.calls.append((s, self.rule_index[e.name], t))
+            return
+        if isinstance(e, Bytes) and len(e.data) > 1:
+            # Byte by byte, last to first, the state before each later byte shared: literals that
+            # end alike share their ends, so the choice of 50,000 enum strings determinises to
+            # about its minimal DFA, not to the trie of its prefixes (which is 2-3x larger).
+            nxt = t
+            for b in reversed(e.data[1:]):
+                nxt = self.byte_entry(b, nxt)
+            self.edges.append((s, e.data[0], e.data[0], nxt))
             return
         assert isinstance(e, (Bytes, CharClass, ByteClass))
         internal, edges, _ = leaf_fragment(e)
@@ -180,6 +199,12 @@ def build_rule_dfa(expr: Expr, rule_index: dict[str, int], *, max_states: int) -
     return build_rule_dfas([expr], rule_index, max_states=max_states)[0]
 
 
+# The Thompson NFA of a rule may have this many times the states its DFA may have: it is only edge
+# lists, and one with shared literal ends (the suffix trie of 50,000 enum strings) can be larger
+# than the minimal DFA it determinises to.  The subset construction is bounded by ``max_states``.
+NFA_STATES_PER_STATE = 4
+
+
 def build_rule_dfas(exprs: Sequence[Expr], rule_index: dict[str, int], *, max_states: int) -> list[RuleDFA]:
     """:func:`build_rule_dfa` of each rule body of a grammar, ``max_states`` counting over all.
 
@@ -190,11 +215,11 @@ def build_rule_dfas(exprs: Sequence[Expr], rule_index: dict[str, int], *, max_st
     total = 0
     for root in roots:
         check_deadline()
-        limit = max_states - total
-        status, n, eps, edges, call_rows = thompson(*flat, root, limit)
+        left = max_states - total
+        status, n, eps, edges, call_rows = thompson(*flat, root, NFA_STATES_PER_STATE * left)
         if status != THOMPSON_OK:
-            raise _NFA(rule_index, limit).too_many()
-        d = _minimal(*_determinize(n, eps, edges, call_rows, limit))
+            raise _NFA(rule_index, max_states).too_many()
+        d = _minimal(*_determinize(n, eps, edges, call_rows, left, reported=max_states))
         total += len(d.trans)
         out.append(d)
     return out
@@ -234,13 +259,16 @@ def _subset(expr: Expr, rule_index: dict[str, int], max_states: int, reference: 
 
 
 def _determinize(n: int, eps: np.ndarray, edges: np.ndarray, call_rows: np.ndarray, max_states: int,
-                 merge_classes: bool = True) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                 merge_classes: bool = True, reported: int | None = None,
+                 ) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_subset` of an NFA of ``n`` states from state 0 (start) to 1 (end): epsilon rows
     (from, to), byte edge rows (from, lo, hi, to) and call rows (from, rule, to)
-    (:func:`pda.rule_kernels.nfa_to_dfa`)."""
+    (:func:`pda.rule_kernels.nfa_to_dfa`).  Past ``max_states`` states, the error names the limit
+    ``reported`` (the grammar's, default ``max_states``)."""
     status, bounds, symbol, trans, accept, rows = nfa_to_dfa(n, eps, edges, call_rows, max_states, merge_classes)
     if status != DETERMINIZE_OK:
-        raise LimitExceededError("max_states", max_states, "raise max_states or simplify the grammar")
+        raise LimitExceededError("max_states", max_states if reported is None else reported,
+                                 "raise max_states or simplify the grammar")
     return bounds.tolist(), symbol, trans, rows, accept
 
 

@@ -29,14 +29,15 @@ THOMPSON_OK = 0
 THOMPSON_TOO_MANY_STATES = 1
 
 # node kinds
-_SEQ, _ALT, _REPEAT, _LEAF, _EMPTY = 0, 1, 2, 3, 4
+_SEQ, _ALT, _REPEAT, _LEAF, _EMPTY, _LITERAL = 0, 1, 2, 3, 4, 5
 
 
 class FlatExpr(NamedTuple):
     """Rule bodies as arrays (:func:`flatten` says which node is the root of each).
 
-    ``kind[i]`` (seq, alt, repeat, leaf); children ``child[child_ptr[i]:child_ptr[i+1]]``;
-    a repeat's ``rmin[i]``, ``rmax[i]`` (-1: unbounded); a leaf's fragment ``frag[i]``, whose
+    ``kind[i]`` (seq, alt, repeat, leaf, empty, literal); children ``child[child_ptr[i]:child_ptr[i+1]]``
+    (a literal of two or more bytes: its bytes there instead, built byte by byte with shared
+    suffixes); a repeat's ``rmin[i]``, ``rmax[i]`` (-1: unbounded); a leaf's fragment ``frag[i]``, whose
     internal states number ``frag_states[f]``, whose byte edges are rows ``frag_edge_ptr[f]..``
     of ``frag_edges`` (from, lo, hi, to; local numbers) and whose calls are rows
     ``frag_call_ptr[f]..`` of ``frag_calls`` (from, rule, to).
@@ -101,6 +102,10 @@ def flatten(exprs: Sequence[Expr], rule_index: dict[str, int]) -> tuple[FlatExpr
             frag[i] = frags.setdefault(f, len(frags))
         elif c is Bytes and not e.data:  # type: ignore[attr-defined]
             kind[i] = _EMPTY
+        elif c is Bytes and len(e.data) > 1:  # type: ignore[attr-defined]
+            kind[i] = _LITERAL
+            child.extend(e.data)  # type: ignore[attr-defined]
+            counts[i + 1] = len(e.data)  # type: ignore[attr-defined]
         elif c is Bytes or c is CharClass or c is ByteClass:
             frag[i] = frags.setdefault(leaf_fragment(e), len(frags))  # type: ignore[arg-type]
         else:
@@ -175,6 +180,21 @@ def _entry_grow(keys, vals):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
+def _entry(keys, vals, nkeys, key, n):  # type: ignore[no-untyped-def]
+    """The entry state of ``key`` ((a node, or the node count plus a byte) << 32 | end state):
+    ``(keys, vals, nkeys, state, made)``; a new one is state ``n`` (``made``: the caller counts it
+    and builds it)."""
+    if 2 * (nkeys + 1) > keys.shape[0]:
+        keys, vals = _entry_grow(keys, vals)
+    j = _entry_slot(keys, key)
+    if keys[j] != -1:
+        return keys, vals, nkeys, vals[j], False
+    keys[j] = key
+    vals[j] = n
+    return keys, vals, nkeys + 1, n, True
+
+
+@njit(cache=True, nogil=True)
 def thompson(kind, child_ptr, child, rmin, rmax, frag, frag_states, frag_edge_ptr, frag_edges,  # type: ignore[no-untyped-def]
              frag_call_ptr, frag_calls, root, max_states):
     """The Thompson NFA of node ``root`` (see the module docstring) from state 0 (start) to 1 (end).
@@ -234,6 +254,29 @@ def thompson(kind, child_ptr, child, rmin, rmax, frag, frag_states, frag_edge_pt
             continue
         c0 = child_ptr[node]
         c1 = child_ptr[node + 1]
+        if k == _LITERAL:
+            # one edge per byte, last to first; the states before the later bytes are shared
+            # (ThompsonNFA.byte_entry): key (node count + byte, next state)
+            edges = _room(edges, nb + c1 - c0)
+            nxt = t
+            for i in range(c1 - 1, c0, -1):
+                keys, vals, nkeys, u, made = _entry(keys, vals, nkeys, ((kind.shape[0] + child[i]) << 32) | nxt, n)
+                if made:
+                    n += 1
+                    if n > max_states:
+                        return THOMPSON_TOO_MANY_STATES, n, eps[:0], edges[:0], calls[:0]
+                    edges[nb, 0] = u
+                    edges[nb, 1] = child[i]
+                    edges[nb, 2] = child[i]
+                    edges[nb, 3] = nxt
+                    nb += 1
+                nxt = u
+            edges[nb, 0] = s
+            edges[nb, 1] = child[c0]
+            edges[nb, 2] = child[c0]
+            edges[nb, 3] = nxt
+            nb += 1
+            continue
         if k == _SEQ or k == _ALT:
             tasks = _room(tasks, nt + c1 - c0)
             eps = _room(eps, ne + c1 - c0)
@@ -245,26 +288,20 @@ def thompson(kind, child_ptr, child, rmin, rmax, frag, frag_states, frag_edge_pt
                 if k == _SEQ and i == c0:
                     nt = _push(tasks, nt, x, s, nxt)
                     break
-                if k == _ALT and kind[x] != _SEQ and kind[x] != _ALT and kind[x] != _REPEAT:
+                if k == _ALT and kind[x] != _SEQ and kind[x] != _ALT and kind[x] != _REPEAT:  # a leaf
                     nt = _push(tasks, nt, x, s, t)
                     continue
                 end = nxt if k == _SEQ else t
-                if 2 * (nkeys + 1) > keys.shape[0]:
-                    keys, vals = _entry_grow(keys, vals)
-                key = (x << 32) | end
-                j = _entry_slot(keys, key)
-                if keys[j] == -1:
-                    if n + 1 > max_states:
-                        return THOMPSON_TOO_MANY_STATES, n + 1, eps[:0], edges[:0], calls[:0]
-                    keys[j] = key
-                    vals[j] = n
-                    nkeys += 1
+                keys, vals, nkeys, u, made = _entry(keys, vals, nkeys, (x << 32) | end, n)
+                if made:
                     n += 1
-                    nt = _push(tasks, nt, x, vals[j], end)
+                    if n > max_states:
+                        return THOMPSON_TOO_MANY_STATES, n, eps[:0], edges[:0], calls[:0]
+                    nt = _push(tasks, nt, x, u, end)
                 if k == _SEQ:
-                    nxt = vals[j]
+                    nxt = u
                 else:
-                    ne = _eps(eps, ne, s, vals[j])
+                    ne = _eps(eps, ne, s, u)
         else:  # repeat
             x = child[c0]
             lo = rmin[node]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pda.errors import LimitExceededError
+from pda.grammar import Grammar
 from pda.fsm import _minimize, _subset, build_rule_dfa, determinize, utf8_sequences
 from pda.kernels import run_simple, run_simple_reference
 
@@ -264,3 +265,29 @@ def test_equal_tails_are_built_once() -> None:
     assert len(small.trans) > 40
     assert len(raw.trans) <= len(small.trans) + 10, (len(raw.trans), len(small.trans))  # words end alike: 8
     assert _same_dfa(raw, determinize(e, {}, max_states=100_000, reference=True))
+
+
+def test_literals_share_their_ends() -> None:
+    """A choice of literals determinises to about its minimal DFA: the NFA builds each literal
+    byte by byte from its end, sharing the states of equal ends, so the subset construction does
+    not build the trie of all prefixes first (for 50,000 enum strings that trie passed
+    ``max_states`` while the minimal DFA fits)."""
+    rng = random.Random(7)
+    words = sorted({"".join(rng.choice("abcdefgh") for _ in range(rng.randint(3, 9))) + "ing" for _ in range(400)})
+    e = alt(*(lit(w) for w in words))
+    raw = determinize(e, {}, max_states=100_000)
+    small = build_rule_dfa(e, {}, max_states=100_000)
+    trie = len({w[:i] for w in words for i in range(len(w))})
+    assert len(raw.trans) <= len(small.trans) + 2 < trie, (len(raw.trans), len(small.trans), trie)
+    assert _same_dfa(raw, determinize(e, {}, max_states=100_000, reference=True))
+
+
+def test_enum_of_50000_strings_fits_the_default_state_limit() -> None:
+    rng = random.Random(0)
+    words: set[str] = set()
+    while len(words) < 50_000:
+        words.add("".join(rng.choice("abcdefghijklmnopqrstuvwxyz_") for _ in range(rng.randint(4, 14))))
+    g = Grammar.from_json_schema({"enum": sorted(words)})
+    assert g.automaton.num_states < 200_000
+    word = sorted(words)[123]
+    assert g.accepts(f"\"{word}\"") and not g.accepts(f"\"{word}x\"")

@@ -210,3 +210,24 @@ def test_json_key_is_json_equality() -> None:
     for a in values:
         for b in values:
             assert (json_key(a) == json_key(b)) == json_equal(a, b), (a, b)
+
+
+def test_inlining_a_chain_of_single_use_rules_flattens_once() -> None:
+    """A chain of single-use rules, each ending with a call of the next (a big object's members),
+    is inlined into one flat Seq, literals merged across the rules, the same as nesting ``seq``
+    level by level would give; and a callee inside a choice is inlined whole."""
+    from pda.frontends.json_schema.tidy import inline_single_use
+    from pda.ir import Ref, alt, chars, lit, seq
+
+    n = 300
+    digit = chars([(0x30, 0x39)])
+    rules = {"root": seq(lit("{"), Ref("m0"))}
+    for k in range(n):
+        nxt = Ref(f"m{k + 1}") if k + 1 < n else lit("}")
+        rules[f"m{k}"] = seq(lit(f'"k{k}":'), digit, lit(","), alt(Ref(f"v{k}"), lit("null")), nxt)
+        rules[f"v{k}"] = seq(lit("["), digit, lit("]"))
+    want = lit("}")
+    for k in reversed(range(n)):
+        want = seq(lit(f'"k{k}":'), digit, lit(","), alt(seq(lit("["), digit, lit("]")), lit("null")), want)
+    want = seq(lit("{"), want)
+    assert inline_single_use(rules, "root") == {"root": want}

@@ -33,7 +33,9 @@ give a different (smaller) language in corner cases, and these differences are n
   The two lazy idioms of Lark's ``common.lark`` are translated exactly as ``re.match`` reads them:
   ``"q" /.*?/ /(?<!\\\\)(\\\\\\\\)*?/ "q"`` (``ESCAPED_STRING``: a quoted string whose closing quote is
   the first one not escaped by a backslash) and ``"open" /X*?/ "close"`` with ``X`` one character
-  class (``C_COMMENT``: the body never contains ``close``).  Other lazy quantifiers count as greedy;
+  class (``C_COMMENT``: the body never contains ``close``), and so is ``/open X*? close/`` in one
+  regex (``/".*?"/``: a quoted string ending at its first quote).  Other lazy quantifiers count as
+  greedy;
 * an ``%ignore`` regex such as ``/[ \\t]+/`` is matched greedily by Lark (it never consumes only
   part of a run of blanks); here it may, which only matters if a terminal can start with a blank.
 
@@ -56,7 +58,7 @@ from lark.load_grammar import Definition, GrammarBuilder, _get_parser, _literal_
 from pda.errors import GrammarError, GrammarSyntaxError, RegexError, UndefinedRuleError
 from pda.ir import EPSILON, Alt, Bytes, Expr, GrammarIR, Ref, Repeat, Seq, alt, opt, repeat, seq, star
 
-from ._lark_lazy import lazy_idiom
+from ._lark_lazy import lazy_idiom, lazy_regex
 from .regex import literal_to_ir, regex_to_ir
 
 __all__ = ["parse_lark", "IGNORE_RULE"]
@@ -438,6 +440,9 @@ class _Translator:
         if isinstance(p, PatternStr):
             return literal_to_ir(p.value, ignore_case="i" in p.flags)
         try:
+            lazy = lazy_regex(p, lambda q: self._pattern(q, token))
+            if lazy is not None:
+                return lazy
             return regex_to_ir(p.value, flags="".join(sorted(p.flags)), dialect="python")
         except RegexError as exc:
             line, col = self._token_pos(token)

@@ -249,6 +249,12 @@ LAZY = [
     ('T: "/*" /(.|\\n)*?/ "*/"', r"/\*(.|\n)*?\*/", "/*a\n"),
     ('T: "<" /.+?/ "aba"', "<.+?aba", "<ab"),
     ('T: "<" /[ab]*?/ "aa"', "<[ab]*?aa", "<ab"),
+    # the same idiom within one regex (SynCode's Go grammar: /".*?"/, /`.*?`/)
+    ('T: /".*?"/', '".*?"', '"a\n'),
+    ('T: /`.*?`/i', "`.*?`", "`a\n"),
+    ('T: /<[ab]+?aa/', "<[ab]+?aa", "<ab"),
+    ('T: /\\/\\*(.|\\n)*?\\*\\//', r"/\*(.|\n)*?\*/", "/*a\n"),
+    ('T: /ab*?a/', "ab*?a", "ab"),  # the atom is one letter: read as greedy, which is the same here
 ]
 
 

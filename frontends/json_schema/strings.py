@@ -22,6 +22,7 @@ automaton that must tell property names apart.  Everything ``json.dumps`` writes
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from functools import lru_cache
 from operator import itemgetter
 from typing import Any, Iterable
 
@@ -167,21 +168,23 @@ def digit_set(ranges: Iterable[tuple[int, int]], width: int, base: int = 16) -> 
     return alt(*parts)
 
 
-_spell_cache: dict[Ranges, Expr] = {}
-
-
 def spell(ranges: Ranges) -> Expr:
     """Every JSON spelling (inside a string literal) of one code point from ``ranges``."""
-    ranges = ranges if isinstance(ranges, tuple) else tuple(ranges)
-    got = _spell_cache.get(ranges)  # as given first: normalising costs more than the lookup
-    if got is not None:
-        return got
-    given, ranges = ranges, normalize_ranges(ranges)
-    got = _spell_cache.get(ranges)
-    if got is not None:
-        if len(_spell_cache) < 4096:
-            _spell_cache[given] = got
-        return got
+    return _spell_given(ranges if isinstance(ranges, tuple) else tuple(ranges))
+
+
+# Spellings are memoised by the ranges as given (normalising costs more than the lookup) and by
+# the normalised ranges, least recently used first out: a server meets new code-point sets (the
+# characters of new property names) for as long as it runs, and a table that stopped growing at
+# its bound recomputed every set it met after that, common ones included.
+@lru_cache(maxsize=8192)
+def _spell_given(ranges: Ranges) -> Expr:
+    return _spell(normalize_ranges(ranges))
+
+
+@lru_cache(maxsize=8192)
+def _spell(ranges: Ranges) -> Expr:
+    """:func:`spell` of normalised ``ranges``."""
     # (every list below is sorted and merged: intersected without normalising again)
     scalar = _intersect_merged(ranges, ANY_CHAR)
     parts: list[Expr] = []
@@ -200,10 +203,7 @@ def spell(ranges: Ranges) -> Expr:
         after_backslash.append(seq(lit("u"), alt(*hexes)))
     if after_backslash:
         parts.append(seq(lit("\\"), alt(*after_backslash)))
-    out = alt(*parts) if parts else NOTHING
-    if len(_spell_cache) < 4096:
-        _spell_cache[ranges] = _spell_cache[given] = out
-    return out
+    return alt(*parts) if parts else NOTHING
 
 
 def plain_chars(ranges: Ranges) -> Expr:

@@ -12,6 +12,16 @@ class map, so a byte step is ``trans[state, byte_class[b]]``:
   "call from s enters the start of r" graph, which is acyclic once left recursion is gone).
 
 Rule 0 is the root; only the root may accept the empty string.
+
+:func:`automaton_of` normalises a grammar and builds its automaton.  Inlining every rule that is
+called once makes regular parts of a grammar one DFA, which is what masks want, but the DFA of a
+large inlined body may be exponentially larger than its NFA: a Lark grammar of Go whose statements
+are inlined into its start rule may cut identifiers anywhere (``%ignore`` between terminals is
+optional), and the subset construction of that rule ran past a million states for a minimal DFA
+of 62,000.  So the subset construction of a rule with large inlined parts is bounded by a small
+multiple of its NFA (:data:`pda.fsm.BLOWUP_PER_NFA_STATE`); past it the rules written out in its
+body (:attr:`pda.normalize.NormalGrammar.inlined`) are kept as calls there, and the grammar is
+normalised again, until every rule fits.  Grammars with no such rule (every JSON Schema and bundled grammar measured) build once.
 """
 
 from __future__ import annotations
@@ -20,10 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fsm import build_rule_dfas
-from .normalize import ROOT, NormalGrammar
+from .fsm import BuiltRules, SubsetBlowup, build_rule_dfas
+from .ir import GrammarIR
+from .limits import check_deadline
+from .normalize import ROOT, NormalGrammar, normalize
 
-__all__ = ["Automaton", "build_automaton", "DEFAULT_MAX_STATES"]
+__all__ = ["Automaton", "automaton_of", "build_automaton", "DEFAULT_MAX_STATES"]
 
 DEFAULT_MAX_STATES = 250_000
 
@@ -71,11 +83,31 @@ class Automaton:
         return [b for b in range(256) if row[self.byte_class[b]] >= 0]
 
 
-def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES) -> Automaton:
+def automaton_of(ir: GrammarIR, *, max_states: int = DEFAULT_MAX_STATES) -> tuple[NormalGrammar, Automaton]:
+    """The normal form of ``ir`` and its automaton, large inlined rules whose DFA blows up kept as
+    calls (see the module docstring)."""
+    keep: frozenset[tuple[str, str]] = frozenset()
+    known = BuiltRules()
+    while True:
+        g = normalize(ir, keep_calls=keep)
+        try:
+            return g, build_automaton(g, max_states=max_states, watch_blowups=True, known=known)
+        except SubsetBlowup as e:
+            names = list(g.rules)
+            keep |= {g.inlined[names[p]][0] for p in e.positions}
+            check_deadline()
+
+
+def build_automaton(g: NormalGrammar, *, max_states: int = DEFAULT_MAX_STATES, watch_blowups: bool = False,
+                    known: BuiltRules | None = None) -> Automaton:
+    """The automaton of ``g``.  With ``watch_blowups``, the subset construction of a rule with inlined
+    parts raises :class:`pda.fsm.SubsetBlowup` past its bound; ``known`` keeps and reuses rule DFAs
+    across calls (both for :func:`automaton_of`)."""
     names = list(g.rules)
     assert names[0] == ROOT
     index = {n: i for i, n in enumerate(names)}
-    dfas = build_rule_dfas([g.rules[n] for n in names], index, max_states=max_states)
+    watch = frozenset(i for i, n in enumerate(names) if g.inlined.get(n)) if watch_blowups else frozenset()
+    dfas = build_rule_dfas([g.rules[n] for n in names], index, max_states=max_states, watch=watch, known=known)
 
     cuts = sorted({b for d in dfas for b in d.bounds})
     ncls = len(cuts) - 1

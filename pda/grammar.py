@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .automaton import DEFAULT_MAX_STATES, Automaton, build_automaton
+from .automaton import DEFAULT_MAX_STATES, Automaton, automaton_of
 from .errors import GrammarError
 from .grammars import dialect_of, source_text
 from .ir import GrammarIR, to_ebnf
 from .limits import DEFAULT_MAX_COMPILE_SECONDS, compile_budget
 from .walker import ByteMatcher, Walker, as_bytes, validate_bytes
-from .normalize import ROOT, normalize
+from .normalize import ROOT
 from .stack import DEFAULT_MAX_STACK_DEPTH, StackArena
 
 __all__ = ["Grammar"]
@@ -37,8 +37,7 @@ class Grammar:
     ) -> None:
         self.ir = ir
         with compile_budget(max_compile_seconds):
-            self.normal = normalize(ir)
-            self.automaton: Automaton = build_automaton(self.normal, max_states=max_states)
+            self.normal, self.automaton = automaton_of(ir, max_states=max_states)
         self.max_stack_depth = max_stack_depth
 
     # ------------------------------------------------------------------ constructors

@@ -15,7 +15,10 @@ The steps, in order:
    sides: write a body as ``A·R ∪ N`` (strings led by a call of ``A`` and the rest) and replace it
    by ``N·R*``, the least solution of the same equation.
 5. **Inlining**: rules that are not recursive are inlined into their callers, so regular parts
-   collapse into the callers' automata; recursive rules stay as pushdown calls.
+   collapse into the callers' automata; recursive rules stay as pushdown calls.  The pairs
+   ``(rule, callee)`` of ``keep_calls`` are exceptions: ``callee`` stays a call in the body of
+   ``rule``.  :func:`pda.automaton.automaton_of` gives them for a rule whose subset construction
+   blows up, naming the rules written out in it (:attr:`NormalGrammar.inlined`).
 6. **Shared pieces** (off by default, :data:`pda.share.SHARE_MIN_STATES`): a piece of a rule body that occurs more than once over all rules (after
    inlining) and would make :data:`SHARE_MIN_STATES` or more automaton states becomes a rule of
    its own, called from every place it occurred (``$shared0``, ...).  Frontends write the same
@@ -39,7 +42,7 @@ kept rule, the root first.  Its root may derive the empty string; no other rule 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import EmptyLanguageError, UndefinedRuleError
 from .limits import check_deadline
@@ -64,10 +67,18 @@ REPEAT_SPLIT_SIZE = 16384
 class NormalGrammar:
     rules: dict[str, Expr]  # ROOT first; every Ref names a key
     source: GrammarIR
+    # for each rule, the (rule, callee) pairs that would take a part written out in it out of it as
+    # a call (see _parts), heaviest callee first
+    inlined: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    # the (rule, callee) pairs normalize() was told to keep as calls
+    keep_calls: frozenset[tuple[str, str]] = frozenset()
 
 
-def normalize(ir: GrammarIR) -> NormalGrammar:
-    """Run every normalisation step; raises the errors described in the module docstring."""
+def normalize(ir: GrammarIR, *, keep_calls: frozenset[tuple[str, str]] = frozenset()) -> NormalGrammar:
+    """Run every normalisation step; raises the errors described in the module docstring.
+
+    For each pair ``(rule, callee)`` of ``keep_calls``, the body of ``rule`` calls ``callee``
+    rather than having it inlined (step 5)."""
     rules = _resolve(ir)
     rules = _check_productive(rules, ir)
     check_deadline()
@@ -75,12 +86,12 @@ def normalize(ir: GrammarIR) -> NormalGrammar:
     check_deadline()
     rules = _eliminate_left_recursion(rules)
     check_deadline()
-    rules = _inline(rules)
+    rules, inlined = _inline(rules, keep_calls)
     check_deadline()
     rules = share_repeated(rules)
     check_deadline()
     rules = _split_long_repeats(rules)
-    return NormalGrammar(rules, ir)
+    return NormalGrammar(rules, ir, inlined, keep_calls)
 
 
 # ----------------------------------------------------------------------------- 1. resolve
@@ -414,7 +425,11 @@ def _weight(e: Expr, weight: dict[str, int], inline: set[str]) -> int:
     return node_count(e) + sum(k * (weight.get(n, 1) - 1) for n, k in ref_counts(e).items() if n in inline)
 
 
-def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
+def _inline(rules: dict[str, Expr], keep_calls: frozenset[tuple[str, str]],
+            ) -> tuple[dict[str, Expr], dict[str, tuple[tuple[str, str], ...]]]:
+    """The kept rules with the others written out in them, and for each kept rule the calls that
+    could be kept in it instead (see :attr:`NormalGrammar.inlined`).  A pair ``(rule, callee)`` of
+    ``keep_calls`` keeps the calls of ``callee`` in the body of ``rule`` as calls."""
     counts = {n: ref_counts(b) for n, b in rules.items()}
     graph = {n: set(c) for n, c in counts.items()}
     recursive: set[str] = set()
@@ -434,6 +449,9 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
             weight[n] = _weight(rules[n], weight, inline)
             if n != ROOT and n not in recursive and (uses[n] <= 1 or weight[n] <= _INLINE_MAX_NODES):
                 inline.add(n)
+    keep: dict[str, set[str]] = {}
+    for caller, callee in keep_calls:
+        keep.setdefault(caller, set()).add(callee)
     done: dict[str, Expr] = {}
     rebuilt: dict[int, Expr] = {}
 
@@ -443,10 +461,15 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
     def expand(name: str) -> Expr:
         if name not in done:
             check_deadline()
-            done[name] = _rebuild(rules[name], leaf, rebuilt, inline)
+            if name in keep:  # its own leaf and memo: some of its calls stay calls
+                kept_here = keep[name]
+                done[name] = _rebuild(rules[name], lambda e: e if isinstance(e, Ref) and e.name in kept_here else leaf(e),
+                                      {}, inline)
+            else:
+                done[name] = _rebuild(rules[name], leaf, rebuilt, inline)
         return done[name]
 
-    kept = [n for n in rules if n not in inline]
+    kept = [n for n in rules if n not in inline or any(n in c for c in keep.values())]
     out = {n: expand(n) for n in kept}
     expand = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
     used = {ROOT}
@@ -456,7 +479,19 @@ def _inline(rules: dict[str, Expr]) -> dict[str, Expr]:
             if r not in used:
                 used.add(r)
                 todo.append(r)
-    return {n: b for n, b in out.items() if n in used}
+    inlined = {n: _parts(n, rules, inline, keep, weight) for n in used}
+    return {n: b for n, b in out.items() if n in used}, inlined
+
+
+def _parts(name: str, rules: dict[str, Expr], inline: set[str], keep: dict[str, set[str]],
+           weight: dict[str, int]) -> tuple[tuple[str, str], ...]:
+    """The pairs ``(rule, callee)`` whose keeping as a call would take a part out of the body of
+    ``name``, heaviest callee first: the rules written out directly in it, or, when that body is
+    only a call of a rule written out (``$root ::= start``), those of that rule."""
+    while isinstance(rules[name], Ref) and rules[name].name in inline:  # type: ignore[union-attr]
+        name = rules[name].name  # type: ignore[union-attr]
+    callees = [r for r in ref_names(rules[name]) if r in inline and r not in keep.get(name, ())]
+    return tuple((name, r) for r in sorted(callees, key=lambda r: (-weight[r], r)))
 
 
 # ----------------------------------------------------------------------------- 7. long counted repeats

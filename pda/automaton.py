@@ -18,10 +18,12 @@ called once makes regular parts of a grammar one DFA, which is what masks want, 
 large inlined body may be exponentially larger than its NFA: a Lark grammar of Go whose statements
 are inlined into its start rule may cut identifiers anywhere (``%ignore`` between terminals is
 optional), and the subset construction of that rule ran past a million states for a minimal DFA
-of 62,000.  So the subset construction of a rule with large inlined parts is bounded by a small
-multiple of its NFA (:data:`pda.fsm.BLOWUP_PER_NFA_STATE`); past it the rules written out in its
-body (:attr:`pda.normalize.NormalGrammar.inlined`) are kept as calls there, and the grammar is
-normalised again, until every rule fits.  Grammars with no such rule (every JSON Schema and bundled grammar measured) build once.
+of 62,000.  So the subset construction of a rule with inlined parts is bounded by a small
+multiple of its NFA (:data:`pda.fsm.BLOWUP_PER_NFA_STATE`) and by what ``max_states`` leaves; past
+it, the heaviest rule written out in its body (:attr:`pda.normalize.NormalGrammar.inlined`) is
+kept as a call there, and the grammar is normalised and built again (rule DFAs whose body did not
+change are reused), until every rule fits or a rule with nothing inlined passes ``max_states``.
+Grammars with no such rule (every JSON Schema and bundled grammar measured) build once.
 """
 
 from __future__ import annotations
@@ -84,8 +86,8 @@ class Automaton:
 
 
 def automaton_of(ir: GrammarIR, *, max_states: int = DEFAULT_MAX_STATES) -> tuple[NormalGrammar, Automaton]:
-    """The normal form of ``ir`` and its automaton, large inlined rules whose DFA blows up kept as
-    calls (see the module docstring)."""
+    """The normal form of ``ir`` and its automaton, with the heaviest inlined part of each rule whose
+    DFA blows up kept as a call there, round after round (see the module docstring)."""
     keep: frozenset[tuple[str, str]] = frozenset()
     known = BuiltRules()
     while True:

@@ -469,7 +469,8 @@ def _inline(rules: dict[str, Expr], keep_calls: frozenset[tuple[str, str]],
                 done[name] = _rebuild(rules[name], leaf, rebuilt, inline)
         return done[name]
 
-    kept = [n for n in rules if n not in inline or any(n in c for c in keep.values())]
+    called_here = set().union(*keep.values())  # inlined elsewhere, perhaps, but a call in some rule
+    kept = [n for n in rules if n not in inline or n in called_here]
     out = {n: expand(n) for n in kept}
     expand = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
     used = {ROOT}
@@ -488,9 +489,11 @@ def _parts(name: str, rules: dict[str, Expr], inline: set[str], keep: dict[str, 
     """The pairs ``(rule, callee)`` whose keeping as a call would take a part out of the body of
     ``name``, heaviest callee first: the rules written out directly in it, or, when that body is
     only a call of a rule written out (``$root ::= start``), those of that rule."""
-    while isinstance(rules[name], Ref) and rules[name].name in inline:  # type: ignore[union-attr]
-        name = rules[name].name  # type: ignore[union-attr]
-    callees = [r for r in ref_names(rules[name]) if r in inline and r not in keep.get(name, ())]
+    body = rules[name]
+    while isinstance(body, Ref) and body.name in inline:
+        name = body.name
+        body = rules[name]
+    callees = [r for r in ref_names(body) if r in inline and r not in keep.get(name, ())]
     return tuple((name, r) for r in sorted(callees, key=lambda r: (-weight[r], r)))
 
 

@@ -1,5 +1,5 @@
-"""Small numba kernels: the byte walk through simple states, bitmask bits, token byte sets (the token
-walk is :mod:`pda.token_walk`).
+"""Small numba kernels: the byte walk through simple states, bitmask bits, token byte sets, the
+partition of token-walk codes into classes (the token walk itself is :mod:`pda.token_walk`).
 
 Every kernel is ``@njit(cache=True, nogil=True)``; its ``py_func`` stays runnable, so the tests can
 compare it with the reference and the package works under ``NUMBA_DISABLE_JIT=1``.
@@ -11,9 +11,10 @@ import numpy as np
 from numba import njit
 
 from .bitmask import WORD_BITS
+from .token_walk import TOKEN_ACCEPTED, TOKEN_REJECTED
 
 __all__ = ["run_simple", "run_simple_reference", "RUN_FAILED", "RUN_NEEDS_STACK", "RUN_END_OF_INPUT", "set_bits",
-           "token_bytesets", "WORD_BITS"]
+           "token_bytesets", "WORD_BITS", "partition_codes"]
 
 RUN_FAILED = 0  # data[pos] has no edge from the returned state
 RUN_NEEDS_STACK = 1  # data[pos-1] led into the returned state, which has calls or is an end
@@ -71,3 +72,42 @@ def token_bytesets(data, offsets):  # type: ignore[no-untyped-def]
             b = data[k]
             out[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
     return out
+
+
+@njit(cache=True, nogil=True)
+def partition_codes(out, cand, order):
+    """(ids of the ACCEPTED tokens, sorted-trie indices of the UNCERTAIN and OVERFLOW ones) of a
+    :func:`pda.token_walk.walk_tokens` result ``out`` over ``cand``.  REJECTED is 0, so runs of rejected tokens
+    are skipped eight codes at a time."""
+    n = out.shape[0]
+    full = n - n % 8
+    words = out[:full].view(np.uint64)
+    na = 0
+    nu = 0
+    for w in range(words.shape[0]):
+        if words[w] != 0:
+            for j in range(8 * w, 8 * w + 8):
+                if out[j] == TOKEN_ACCEPTED:
+                    na += 1
+                elif out[j] != TOKEN_REJECTED:
+                    nu += 1
+    for j in range(full, n):
+        if out[j] == TOKEN_ACCEPTED:
+            na += 1
+        elif out[j] != TOKEN_REJECTED:
+            nu += 1
+    acc = np.empty(na, np.int32)
+    unc = np.empty(nu, np.int32)
+    na = 0
+    nu = 0
+    for w in range(words.shape[0] + 1):
+        if w < words.shape[0] and words[w] == 0:
+            continue
+        for j in range(8 * w, min(8 * w + 8, n)):
+            if out[j] == TOKEN_ACCEPTED:
+                acc[na] = order[cand[j]]
+                na += 1
+            elif out[j] != TOKEN_REJECTED:
+                unc[nu] = cand[j]
+                nu += 1
+    return acc, unc

@@ -47,9 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .automaton import Automaton
-from .kernels import set_bits
+from .kernels import partition_codes, set_bits
 from .lookahead import LookaheadScratch, byte_runs, class_bits, first_byte_weight, lookahead_keys, make_scratch
-from .token_walk import KernelAutomaton, Workspace, partition_codes, thread_workspace, walk_tokens
+from .token_walk import KernelAutomaton, Workspace, thread_workspace, walk_tokens
 from .normalize import REPEAT_PREFIX
 from .share import SHARED_PREFIX
 from .token_groups import GROUPS, GroupSpec, TokenGroup, token_groups

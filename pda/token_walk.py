@@ -11,7 +11,7 @@ costs about 100 ns).
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -19,7 +19,7 @@ from numba import njit
 from .loop_bytes import loop_bytes, utf8_loops
 
 __all__ = [
-    "KernelAutomaton", "Workspace", "make_workspace", "thread_workspace", "walk_tokens", "partition_codes", "TOKEN_REJECTED",
+    "KernelAutomaton", "Workspace", "make_workspace", "thread_workspace", "walk_tokens", "TOKEN_REJECTED",
     "TOKEN_ACCEPTED", "TOKEN_UNCERTAIN", "TOKEN_OVERFLOW",
 ]
 
@@ -214,8 +214,43 @@ def _single(d, t, n, c, expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, st
     return True
 
 
+_ENTRY_LIMIT = 256  # (automaton, trie, workspace) triples whose compiled entry walk_tokens remembers
+# id(A), id(T), id(ws) -> (A, T, ws, the kernel's compiled entry point); the tuples are held, so
+# their ids stay theirs while they are in the table
+_entries: dict[tuple[int, int, int], tuple[object, object, object, Any]] = {}
+
+
+def walk_tokens(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, stack: np.ndarray, expand: bool,
+                out: np.ndarray, ws: Workspace) -> int:
+    """Classify the sorted tokens ``cand`` from one top (:func:`_walk_tokens`, which says how).
+
+    numba's dispatcher types every argument on every call, and a NamedTuple of arrays is typed in
+    Python: about 8 µs for these three, more than many walks take.  The automaton, the trie and the
+    workspace live long, so after the first call with them the compiled entry point is called
+    directly (about 2 µs); it checks each array's dtype and rank as it unboxes it (a TypeError
+    before any work: then the dispatcher chooses), and the per-call arrays are checked contiguous
+    here, as the entry compiled for them assumes."""
+    key = (id(A), id(T), id(ws))
+    got = _entries.get(key)
+    if got is not None and cand.flags.c_contiguous and stack.flags.c_contiguous and out.flags.c_contiguous:
+        try:
+            return got[3](A, T, cand, start_state, stack, expand, out, ws)  # type: ignore[no-any-return]
+        except TypeError:
+            pass
+    read = _walk_tokens(A, T, cand, start_state, stack, expand, out, ws)
+    overloads = getattr(_walk_tokens, "overloads", None)  # None: NUMBA_DISABLE_JIT
+    if overloads is not None:
+        sig = tuple(_walk_tokens.typeof_pyval(x) for x in (A, T, cand, start_state, stack, expand, out, ws))
+        compiled = overloads.get(sig)
+        if compiled is not None:
+            if len(_entries) >= _ENTRY_LIMIT:
+                _entries.clear()
+            _entries[key] = (A, T, ws, compiled.entry_point)
+    return int(read)
+
+
 @njit(cache=True, nogil=True)
-def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
+def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     """Classify the sorted tokens ``cand`` (ascending sorted-trie indices) from one top.
 
     ``A`` is a :class:`KernelAutomaton`, ``T`` the :class:`~pda.tokenizer.TokenTrie`, ``ws`` a
@@ -460,7 +495,16 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                     d += 1
                     a_top[d] = n_nodes[0]
                     continue
-                if _single(d, t, nd[d, 0], cx[d, 0], expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
+                # the rest of _single, written out too (a counted repeat's tail is an end at every
+                # item: each of its bytes comes here)
+                n0 = nd[d, 0]
+                if call_ptr[t] == call_ptr[t + 1] and (n0 >= 0 or not expand or rule_escape[state_rule[t]]):
+                    esc[d + 1] = 1 if n0 < 0 and expand else esc[d]
+                    st[d + 1, 0] = t
+                    nd[d + 1, 0] = n0
+                    cx[d + 1, 0] = cx[d, 0]
+                    cnt[d + 1] = 1
+                    lazy[d + 1] = 1 if n0 >= 0 else 0
                     d += 1
                     a_top[d] = n_nodes[0]
                     continue
@@ -482,22 +526,43 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                 d += 1
                 a_top[d] = n_nodes[0]
                 continue
-            m = 0  # seeds that are all simple need no closure: set d + 1 is the distinct seeds
+            # seeds that are simple, or ends without calls inside a call whose pop reaches a simple
+            # state (a counted repeat's tail beside its next block), need no closure: set d + 1 is
+            # the distinct seeds and those pops
+            m = 0
             for k in range(ns):
-                if not simple[seeds_s[k]]:
-                    m = -1
-                    break
-            if m == 0:
-                for k in range(ns):
+                t = seeds_s[k]
+                if not simple[t]:
+                    n = seeds_n[k]
+                    if n < 0 or call_ptr[t] != call_ptr[t + 1] or not simple[a_state[n]]:
+                        m = -1
+                        break
+                    m += 1
+            if m >= 0 and ns + m <= st.shape[1]:
+                m = 0
+                for k in range(2 * ns):
+                    if k < ns:
+                        s = seeds_s[k]
+                        n = seeds_n[k]
+                        c = seeds_c[k]
+                    else:
+                        n = seeds_n[k - ns]
+                        if simple[seeds_s[k - ns]]:
+                            continue
+                        if n < n_stack and n < n_nodes[1]:
+                            n_nodes[1] = n
+                        s = a_state[n]
+                        c = seeds_c[k - ns]
+                        n = a_parent[n]
                     dup = False
                     for q in range(m):
-                        if st[d + 1, q] == seeds_s[k] and nd[d + 1, q] == seeds_n[k] and cx[d + 1, q] == seeds_c[k]:
+                        if st[d + 1, q] == s and nd[d + 1, q] == n and cx[d + 1, q] == c:
                             dup = True
                             break
                     if not dup:
-                        st[d + 1, m] = seeds_s[k]
-                        nd[d + 1, m] = seeds_n[k]
-                        cx[d + 1, m] = seeds_c[k]
+                        st[d + 1, m] = s
+                        nd[d + 1, m] = n
+                        cx[d + 1, m] = c
                         m += 1
                 cnt[d + 1] = m
                 esc[d + 1] = esc[d]
@@ -526,42 +591,3 @@ def walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                 result = TOKEN_UNCERTAIN
         out[j] = result
     return n_stack - n_nodes[1]
-
-
-@njit(cache=True, nogil=True)
-def partition_codes(out, cand, order):
-    """(ids of the ACCEPTED tokens, sorted-trie indices of the UNCERTAIN and OVERFLOW ones) of a
-    :func:`walk_tokens` result ``out`` over ``cand``.  REJECTED is 0, so runs of rejected tokens
-    are skipped eight codes at a time."""
-    n = out.shape[0]
-    full = n - n % 8
-    words = out[:full].view(np.uint64)
-    na = 0
-    nu = 0
-    for w in range(words.shape[0]):
-        if words[w] != 0:
-            for j in range(8 * w, 8 * w + 8):
-                if out[j] == TOKEN_ACCEPTED:
-                    na += 1
-                elif out[j] != TOKEN_REJECTED:
-                    nu += 1
-    for j in range(full, n):
-        if out[j] == TOKEN_ACCEPTED:
-            na += 1
-        elif out[j] != TOKEN_REJECTED:
-            nu += 1
-    acc = np.empty(na, np.int32)
-    unc = np.empty(nu, np.int32)
-    na = 0
-    nu = 0
-    for w in range(words.shape[0] + 1):
-        if w < words.shape[0] and words[w] == 0:
-            continue
-        for j in range(8 * w, min(8 * w + 8, n)):
-            if out[j] == TOKEN_ACCEPTED:
-                acc[na] = order[cand[j]]
-                na += 1
-            elif out[j] != TOKEN_REJECTED:
-                unc[nu] = cand[j]
-                nu += 1
-    return acc, unc

@@ -106,6 +106,14 @@ HAND_GRAMMARS: dict[str, tuple[str, list[str]]] = {
         ''',
         ["z", "(z)", "((z)z)(z)", "<iz(z)i>", "(<(<>)>)z"],
     ),
+    # long counted repeats, split into blocks (a rule per block, called beside a tail rule that
+    # ends at every item: two callees alive at once after every block)
+    "long_repeat": (
+        r'''
+        root ::= "\"" [a-c]{0,20000} "\"" ("," [ab]{2,30000})?
+        ''',
+        ['""', '"abc"', '"' + "abcab" * 60 + '"', '"' + "c" * 290 + '",' + "ab" * 200, '"a",bb'],
+    ),
 }
 
 BUNDLED = ["json.gbnf", "arithmetic.lark"] + (["c_like.gbnf", "xml.gbnf"] if FULL else [])

@@ -25,10 +25,19 @@ The digest names the bounded automaton up to renumbering, independently of state
 classes and grammars: equal digests (with the same ``k`` and ``X``) mean isomorphic walk regions,
 so equal classes for every token of at most ``k`` bytes of ``X``.  A region of more than ``cap``
 states gets no key.
+
+A call's return state can only be reached after the callee has read its fewest bytes
+(:func:`rule_min_lengths`), so a search may meet it that many layers later, and leave it out past
+layer ``k``.  :func:`frame_key` searches so (the bare keys keep every call's return in the call's
+layer, as they always have): from a state and one return state below its frame, both in layer 0,
+it names what a walk on a one-frame stack sees.  That is what makes the blocks of a long counted
+repeat alike: each block returns to its own place in the caller, but the next of those places is a
+whole block away.
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import NamedTuple
 
 import numpy as np
@@ -37,10 +46,13 @@ from numba import njit
 
 from .token_walk import KernelAutomaton
 
-__all__ = ["LookaheadScratch", "byte_runs", "make_scratch", "lookahead_key", "lookahead_keys", "first_byte_weight", "class_bits"]
+__all__ = ["LookaheadScratch", "byte_runs", "make_scratch", "lookahead_key", "lookahead_keys", "frame_key", "first_byte_weight",
+           "class_bits", "rule_min_lengths", "NO_STRING"]
 
 _CODE_WORDS = 1 << 18  # int32 words of the encodings of one search
 _MAX_BOUNDS = 16  # bounds one search serves
+_PENDING = 1 << 14  # call returns waiting for their layer in one search (more: no key)
+NO_STRING = 1 << 30  # rule_min_lengths of a rule that derives no string
 
 
 class LookaheadScratch(NamedTuple):
@@ -51,12 +63,13 @@ class LookaheadScratch(NamedTuple):
     depth: np.ndarray  # int32[cap + 1]: the layer of each
     code: np.ndarray  # int32[_CODE_WORDS]: the encodings
     spans: np.ndarray  # int64[_MAX_BOUNDS, 2]: where each encoding lies in ``code``
+    pend: np.ndarray  # int32[_PENDING, 2]: call returns met in a later layer (state, layer)
 
 
 def make_scratch(num_states: int, cap: int) -> LookaheadScratch:
     return LookaheadScratch(np.full(num_states, -1, np.int32), np.empty(cap + 1, np.int32),
                             np.empty(cap + 1, np.int32), np.empty(_CODE_WORDS, np.int32),
-                            np.empty((_MAX_BOUNDS, 2), np.int64))
+                            np.empty((_MAX_BOUNDS, 2), np.int64), np.empty((_PENDING, 2), np.int32))
 
 
 def byte_runs(byte_class: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -83,10 +96,12 @@ def _meet(t, d, ids, order, depth, n, cap):
 
 @njit(cache=True, nogil=True)
 def _close(i, n, d, call_ptr, call_rule, call_return, rule_start, is_end, state_rule, rule_escape, ret_ptr, ret_state,
-           ids, order, depth, cap):
+           ids, order, depth, cap, minlen, k, pend, npend):
     """Close the states ``order[i:n]`` (layer ``d``) under the moves that read no byte: calls,
-    call returns, and the return sites of an end of a rule that does not escape.  Returns the new
-    count of states met, -1 past ``cap``."""
+    and the return sites of an end of a rule that does not escape.  A call's return state is met
+    ``minlen[callee]`` layers later (the callee reads at least that many bytes before it returns):
+    in this layer when that is 0, else written to ``pend[npend[0]]`` as (state, layer) when the
+    layer is at most ``k``.  Returns the new count of states met, -1 past ``cap`` (or ``pend``)."""
     while i < n:
         q = order[i]
         i += 1
@@ -94,9 +109,17 @@ def _close(i, n, d, call_ptr, call_rule, call_return, rule_start, is_end, state_
             n = _meet(rule_start[call_rule[e]], d, ids, order, depth, n, cap)
             if n < 0:
                 return n
-            n = _meet(call_return[e], d, ids, order, depth, n, cap)
-            if n < 0:
-                return n
+            skip = minlen[call_rule[e]]
+            if skip == 0:
+                n = _meet(call_return[e], d, ids, order, depth, n, cap)
+                if n < 0:
+                    return n
+            elif d + skip <= k and ids[call_return[e]] < 0:
+                if npend[0] >= pend.shape[0]:
+                    return -1
+                pend[npend[0], 0] = call_return[e]
+                pend[npend[0], 1] = d + skip
+                npend[0] += 1
         if is_end[q] and not rule_escape[state_rule[q]]:
             r = state_rule[q]
             for e in range(ret_ptr[r], ret_ptr[r + 1]):
@@ -118,13 +141,15 @@ def class_bits(trans: np.ndarray) -> np.ndarray:
 def first_byte_weight(class_bits, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr,
                       ret_state, rule_escape, class_weight, state, cap, ids, order, depth):
     """The sum of ``class_weight`` over the byte classes that some state of ``state``'s closure
-    (layer 0 of :func:`lookahead_keys`) reads (``class_bits``, from :func:`class_bits`); -1 past
+    (layer 0 of :func:`lookahead_keys`, with every call's return state in it too) reads (``class_bits``, from :func:`class_bits`); -1 past
     ``cap`` states.  With ``class_weight[c]`` the number of tokens whose first byte is in class
     ``c``, a bound on the tokens a walk from ``state`` goes past the first byte of.  ``ids`` is
     all -1 on entry and on return."""
     n = _meet(state, 0, ids, order, depth, 0, cap)
+    npend = np.zeros(1, np.int64)
     n = _close(0, n, 0, call_ptr, call_rule, call_return, rule_start, is_end, state_rule, rule_escape, ret_ptr,
-               ret_state, ids, order, depth, cap)
+               ret_state, ids, order, depth, cap, np.zeros(rule_start.shape[0], np.int32), 0,
+               np.empty((0, 2), np.int32), npend)
     m = n if n >= 0 else cap
     total = 0
     if n >= 0:
@@ -146,26 +171,32 @@ def first_byte_weight(class_bits, is_end, call_ptr, call_rule, call_return, rule
 
 @njit(cache=True, nogil=True)
 def _region(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state, rule_escape,
-            run_class, state, k, cap, ids, order, depth):
+            minlen, run_class, state, ret, k, cap, ids, order, depth, pend):
     """Meet the states of the ``k``-byte region of ``state`` in layers (see the module docstring):
     ``order[:n]`` in their numbers, ``depth`` their layers, ``ids`` their numbers.  Returns ``(n,
     last)``: ``n`` states met, of which layers ``0..last`` are complete; ``last < k`` when layer
     ``last + 1`` would pass ``cap`` states (``last`` is -1 when layer 0 would), and the states met
-    of that layer are in ``order[:n]`` too."""
+    of that layer are in ``order[:n]`` too.  ``ret >= 0`` is a return state below ``state``'s
+    frame (:func:`frame_key`): met in layer 0 too, second."""
+    npend = np.zeros(1, np.int64)
     n = _meet(state, 0, ids, order, depth, 0, cap)
+    if ret >= 0:
+        n = _meet(ret, 0, ids, order, depth, n, cap)
+        if n < 0:
+            return cap, -1
     i = 0
     d = 0
     lo = 0  # where layer d starts in order
     while True:
         m = _close(i, n, d, call_ptr, call_rule, call_return, rule_start, is_end, state_rule, rule_escape,
-                   ret_ptr, ret_state, ids, order, depth, cap)
+                   ret_ptr, ret_state, ids, order, depth, cap, minlen, k, pend, npend)
         if m < 0:
             return cap, d - 1
         n = m
         i = n
         if d >= k:
             return n, k
-        # open layer d + 1: the byte successors of layer d
+        # open layer d + 1: the byte successors of layer d, then the call returns due there
         hi = n
         for j in range(lo, hi):
             q = order[j]
@@ -176,7 +207,16 @@ def _region(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_r
                     if m < 0:
                         return cap, d
                     n = m
-        if n == hi:
+        later = False
+        for p in range(npend[0]):
+            if pend[p, 1] == d + 1:
+                m = _meet(pend[p, 0], d + 1, ids, order, depth, n, cap)
+                if m < 0:
+                    return cap, d
+                n = m
+            elif pend[p, 1] > d + 1:
+                later = True
+        if n == hi and not later:
             return n, k  # no state past layer d: every later layer is empty
         lo = hi
         d += 1
@@ -233,7 +273,7 @@ def _encode(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_r
 
 @njit(cache=True, nogil=True)
 def _region_codes(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
-                  rule_escape, run_start, run_class, state, ks, caps, ids, order, depth, code, spans):
+                  rule_escape, minlen, run_start, run_class, state, ks, caps, ids, order, depth, code, spans, pend):
     """The encodings of the regions of ``state`` for each bound ``ks[i]`` (with cap ``caps[i]``),
     one after the other in ``code``: ``spans[i]`` is ``(start, end)``, or ``(0, -1)`` for a region
     past its cap or an encoding that does not fit.  One search serves every bound: the regions of
@@ -244,7 +284,7 @@ def _region_codes(trans, is_end, call_ptr, call_rule, call_return, rule_start, s
         kmax = max(kmax, ks[i])
         cmax = max(cmax, caps[i])
     n, last = _region(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
-                      rule_escape, run_class, state, kmax, cmax, ids, order, depth)
+                      rule_escape, minlen, run_class, state, -1, kmax, cmax, ids, order, depth, pend)
     at = 0
     for i in range(ks.shape[0]):
         k = ks[i]
@@ -266,7 +306,7 @@ def _region_codes(trans, is_end, call_ptr, call_rule, call_return, rule_start, s
         ids[order[j]] = -1
 
 
-def lookahead_keys(A: KernelAutomaton, runs: tuple[np.ndarray, np.ndarray], name: str, state: int,
+def lookahead_keys(A: KernelAutomaton, minlen: np.ndarray, runs: tuple[np.ndarray, np.ndarray], name: str, state: int,
                    ks: np.ndarray, caps: np.ndarray, scratch: LookaheadScratch) -> list[bytes | None]:
     """For each bound ``ks[i]``, the digest of the ``ks[i]``-byte region of ``state`` over the bytes
     of ``runs`` (see the module docstring), or None when it has more than ``caps[i]`` states (or
@@ -277,8 +317,8 @@ def lookahead_keys(A: KernelAutomaton, runs: tuple[np.ndarray, np.ndarray], name
         raise ValueError(f"lookahead_keys takes 1 to {_MAX_BOUNDS} bounds, each with a cap")
     spans = scratch.spans[:ks.shape[0]]
     _region_codes(A.trans, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start, A.state_rule, A.ret_ptr,
-                  A.ret_state, A.rule_escape, runs[0], runs[1], state, ks, caps, scratch.ids, scratch.order,
-                  scratch.depth, scratch.code, spans)
+                  A.ret_state, A.rule_escape, minlen, runs[0], runs[1], state, ks, caps, scratch.ids, scratch.order,
+                  scratch.depth, scratch.code, spans, scratch.pend)
     out: list[bytes | None] = []
     for (a, b), k in zip(spans.tolist(), ks.tolist()):
         if b < 0:
@@ -290,7 +330,145 @@ def lookahead_keys(A: KernelAutomaton, runs: tuple[np.ndarray, np.ndarray], name
     return out
 
 
-def lookahead_key(A: KernelAutomaton, runs: tuple[np.ndarray, np.ndarray], name: str, state: int, k: int, cap: int,
-                  scratch: LookaheadScratch) -> bytes | None:
+def lookahead_key(A: KernelAutomaton, minlen: np.ndarray, runs: tuple[np.ndarray, np.ndarray], name: str, state: int,
+                  k: int, cap: int, scratch: LookaheadScratch) -> bytes | None:
     """The digest of the ``k``-byte region of ``state`` (:func:`lookahead_keys` of one bound)."""
-    return lookahead_keys(A, runs, name, state, np.array([k], np.int64), np.array([cap], np.int64), scratch)[0]
+    return lookahead_keys(A, minlen, runs, name, state, np.array([k], np.int64), np.array([cap], np.int64), scratch)[0]
+
+
+@njit(cache=True, nogil=True)
+def _frame_code(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
+                rule_escape, minlen, run_start, run_class, state, ret, k, cap, ids, order, depth, code, pend):
+    """The encoding of the ``k``-byte region met from ``state`` and ``ret`` (both layer 0), after a
+    header word naming ``ret``'s number; its length in words, or -1 past ``cap`` states or when it
+    does not fit.  ``ids`` is all -1 on entry and on return."""
+    n, last = _region(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
+                      rule_escape, minlen, run_class, state, ret, k, cap, ids, order, depth, pend)
+    w = -1
+    if last >= k:
+        code[0] = ids[ret]
+        w = _encode(trans, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr, ret_state,
+                    rule_escape, run_start, run_class, k, n, ids, order, depth, code[1:])
+        if w >= 0:
+            w += 1
+    for j in range(n):
+        ids[order[j]] = -1
+    return w
+
+
+def frame_key(A: KernelAutomaton, minlen: np.ndarray, runs: tuple[np.ndarray, np.ndarray], name: str, state: int,
+              ret: int, k: int, cap: int, scratch: LookaheadScratch) -> bytes | None:
+    """The digest of what a walk of at most ``k`` bytes of ``runs`` sees from ``state`` with the
+    return state ``ret`` below its frame: the region met from both (layer 0), with ``ret``'s number.
+
+    Equal digests mean equal walks from ``(state, [ret])`` with context expansion at ``ret``'s
+    frame (:func:`pda.token_walk.walk_tokens` with a one-frame stack): the walk meets only states
+    within ``k`` bytes of ``state`` or of ``ret`` (a pop from ``state``'s frame reaches ``ret``
+    after some bytes), and the encoding names both.  Every block of a long counted repeat returns
+    to its own place in the caller, yet far from the repeat's end these regions are alike: one key
+    serves the tokens that cross a block's end at every block.  None past ``cap`` states."""
+    n = _frame_code(A.trans, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start, A.state_rule, A.ret_ptr,
+                    A.ret_state, A.rule_escape, minlen, runs[0], runs[1], state, ret, k, cap, scratch.ids,
+                    scratch.order, scratch.depth, scratch.code, scratch.pend)
+    if n < 0:
+        return None
+    h = xxhash.xxh3_128(f"pda-lookahead-frame-v1|{name}|{k}|".encode())
+    h.update(scratch.code[:n].tobytes())
+    return h.digest()
+
+
+@njit(cache=True, nogil=True)
+def _min_lengths(rev_ptr, rev_src, is_end, call_src, call_rule, call_return, by_ret_ptr, by_ret, by_rule_ptr, by_rule,
+                 start_ptr, start_rule):
+    """Knuth's generalisation of Dijkstra's algorithm to grammars: ``dist[q]``, the fewest bytes
+    from ``q`` to an end of its rule (a call ``q -R-> t`` costs ``minlen[R] + dist[t]``), settled
+    in increasing order; a rule's ``minlen`` is ``dist`` of its start."""
+    n = is_end.shape[0]
+    dist = np.full(n, NO_STRING, np.int64)
+    done = np.zeros(n, np.bool_)
+    minlen = np.full(by_rule_ptr.shape[0] - 1, NO_STRING, np.int64)
+    heap = [(np.int64(0), np.int64(0))]
+    heap.pop()
+    for q in range(n):
+        if is_end[q]:
+            dist[q] = 0
+            heapq.heappush(heap, (np.int64(0), np.int64(q)))
+    while len(heap):
+        d, q = heapq.heappop(heap)
+        if done[q]:
+            continue
+        done[q] = True
+        for j in range(rev_ptr[q], rev_ptr[q + 1]):
+            p = rev_src[j]
+            if not done[p] and d + 1 < dist[p]:
+                dist[p] = d + 1
+                heapq.heappush(heap, (d + 1, np.int64(p)))
+        for j in range(by_ret_ptr[q], by_ret_ptr[q + 1]):
+            e = by_ret[j]
+            p = call_src[e]
+            w = minlen[call_rule[e]]
+            if w < NO_STRING and not done[p] and d + w < dist[p]:
+                dist[p] = d + w
+                heapq.heappush(heap, (d + w, np.int64(p)))
+        for j in range(start_ptr[q], start_ptr[q + 1]):
+            r = start_rule[j]
+            minlen[r] = d
+            for i in range(by_rule_ptr[r], by_rule_ptr[r + 1]):
+                e = by_rule[i]
+                p = call_src[e]
+                t = call_return[e]
+                if done[t] and not done[p] and d + dist[t] < dist[p]:
+                    dist[p] = d + dist[t]
+                    heapq.heappush(heap, (d + dist[t], np.int64(p)))
+    return minlen
+
+
+@njit(cache=True, nogil=True)
+def _reverse_bytes(trans):
+    """CSR (ptr[S+1], sources) of the byte moves into each state, each source once."""
+    n, c = trans.shape
+    last = np.full(n, -1, np.int64)  # the last source counted for each target
+    ptr = np.zeros(n + 1, np.int64)
+    for q in range(n):
+        for k in range(c):
+            t = trans[q, k]
+            if t >= 0 and last[t] != q:
+                last[t] = q
+                ptr[t + 1] += 1
+    for t in range(n):
+        ptr[t + 1] += ptr[t]
+    fill = ptr[:-1].copy()
+    src = np.empty(ptr[n], np.int64)
+    last[:] = -1
+    for q in range(n):
+        for k in range(c):
+            t = trans[q, k]
+            if t >= 0 and last[t] != q:
+                last[t] = q
+                src[fill[t]] = q
+                fill[t] += 1
+    return ptr, src
+
+
+def _csr(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr[size + 1], positions of ``keys`` grouped by key)."""
+    order = np.argsort(keys, kind="stable").astype(np.int64)
+    ptr = np.zeros(size + 1, np.int64)
+    ptr[1:] = np.cumsum(np.bincount(keys, minlength=size))
+    return ptr, order
+
+
+def rule_min_lengths(A: KernelAutomaton) -> np.ndarray:
+    """int32 per rule: the fewest bytes a string it derives has (:data:`NO_STRING` when it derives
+    none).  A call's return state is that many bytes past the call, which is what lets a region
+    leave out the places a long callee returns to (:func:`_close`)."""
+    n = A.trans.shape[0]
+    rev_ptr, rev_src = _reverse_bytes(A.trans)
+    call_src = np.repeat(np.arange(n, dtype=np.int64), np.diff(A.call_ptr))
+    by_ret_ptr, by_ret = _csr(A.call_return.astype(np.int64), n)
+    nrules = A.rule_start.shape[0]
+    by_rule_ptr, by_rule = _csr(A.call_rule.astype(np.int64), nrules)
+    start_ptr, start_rule = _csr(A.rule_start.astype(np.int64), n)
+    got = _min_lengths(rev_ptr, rev_src, A.is_end, call_src, A.call_rule, A.call_return, by_ret_ptr, by_ret,
+                       by_rule_ptr, by_rule, start_ptr, start_rule)
+    return np.minimum(got, NO_STRING).astype(np.int32)

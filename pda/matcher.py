@@ -25,7 +25,7 @@ import numpy as np
 
 from .bitmask import _row_view_for_fill
 from .kernels import set_bits
-from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, thread_workspace, walk_tokens
+from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, thread_workspace, walk_tokens
 from .stack import BOTTOM, StackArena
 from .walker import Config, Walker, as_bytes
 
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["GrammarMatcher"]
 
 _MAX_STACK_PATHS = 64  # linear stacks enumerated per top before falling back to the byte walker
+# A top with at least this many uncertain tokens left to walk decides what it can from its frame
+# classes first (:meth:`GrammarMatcher._by_frame_classes`).
+FRAME_MIN_UNCERTAIN = 4096
 _MAX_JUMP = 4096
 _KEY_MEMO_LIMIT = 4096  # configurations whose mask keys a matcher remembers
 ARENA_RESET_NODES = 1 << 16  # reset() starts a new stack arena once the old one has this many nodes
@@ -314,9 +317,13 @@ class GrammarMatcher:
             todo = np.flatnonzero(~ok)  # tokens another stack accepted need no walk on this one
             if todo.shape[0] == 0:
                 break
+            framed = 0
+            if todo.shape[0] >= FRAME_MIN_UNCERTAIN and path.shape[0]:
+                todo, framed = self._by_frame_classes(s, int(path[-1]), unc, todo, ok)
             cand = unc if todo.shape[0] == unc.shape[0] else unc[todo]
             got = out[:cand.shape[0]]
-            r = walk_tokens(comp.kernel, comp.trie, cand, s, path, False, got, ws)
+            r = walk_tokens(comp.kernel, comp.trie, cand, s, path, False, got, ws) if cand.shape[0] else 0
+            r = max(r, framed)
             read = max(read, r)  # type: ignore[type-var]
             walked.append((r, _top_frames(path, r)))
             ok[todo[got == TOKEN_ACCEPTED]] = True
@@ -332,6 +339,23 @@ class GrammarMatcher:
                 _, pos = self._walker.run(start, arr, 0, len(arr))
                 ok[j] = pos == len(arr)
         return comp.trie.order[unc[ok]].astype(np.int32), read
+
+    def _by_frame_classes(self, s: int, ret: int, unc: np.ndarray, todo: np.ndarray,
+                          ok: np.ndarray) -> tuple[np.ndarray, int]:
+        """Decide the tokens ``unc[todo]`` that the frame classes of ``(s, ret)`` decide
+        (:meth:`pda.precompute.TokenClasses.frame_codes`): accepted ones are set in ``ok``.
+        Returns the positions still to walk on the real stack, and the frames read (1: ``ret``;
+        0 when there are no frame classes and nothing was decided)."""
+        classes = self._compiled.classes
+        codes = classes.frame_codes(s, ret, unc)
+        short = classes.short_tokens(unc)
+        if codes is None or codes.shape[0] != np.count_nonzero(short):
+            return todo, 0
+        every = np.full(unc.shape[0], TOKEN_UNCERTAIN, dtype=np.int8)
+        every[short] = codes
+        mine = every if todo.shape[0] == unc.shape[0] else every[todo]
+        ok[todo[mine == TOKEN_ACCEPTED]] = True
+        return todo[mine == TOKEN_UNCERTAIN], 1
 
     def _stack_paths(self, parents: frozenset[int]) -> list[np.ndarray] | None:
         """Every linear stack (return states, bottom first) below a top; None when too many."""

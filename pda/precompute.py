@@ -33,6 +33,15 @@ first bytes start fewer than :data:`LOOKAHEAD_MIN_TOKENS` tokens (a key, a numbe
 walked over the whole vocabulary at once: its walk costs less than the keys.  A group whose region
 has more states than the group's cap is walked from the state.  The classes are the same as
 without sharing, state by state (``tests/test_batch_and_mask_cache.py`` compares them).
+
+**Frame classes.**  Near the end of a block of a long counted repeat nearly every token leaves the
+block's frame, so nearly the whole vocabulary is uncertain, and the matcher would walk it on the
+real stack at every such position of every block (each block returns to its own place in the
+caller, so the mask cache never sees the same stack twice).  :meth:`TokenClasses.frame_codes`
+classifies those tokens once more, from the state with one return state below it (context
+expansion below that), under a digest of that two-frame region
+(:func:`pda.lookahead.frame_key`): alike at every block far from the repeat's end, so the walk is
+done once per position in a block, not once per block.
 """
 
 from __future__ import annotations
@@ -48,16 +57,18 @@ import numpy as np
 
 from .automaton import Automaton
 from .kernels import partition_codes, set_bits
-from .lookahead import LookaheadScratch, byte_runs, class_bits, first_byte_weight, lookahead_keys, make_scratch
-from .token_walk import KernelAutomaton, Workspace, thread_workspace, walk_tokens
+from .lookahead import (
+    LookaheadScratch, byte_runs, class_bits, first_byte_weight, frame_key, lookahead_keys, make_scratch, rule_min_lengths,
+)
+from .token_walk import TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, Workspace, thread_workspace, walk_tokens
 from .normalize import REPEAT_PREFIX
 from .share import SHARED_PREFIX
-from .token_groups import GROUPS, GroupSpec, TokenGroup, token_groups
+from .token_groups import ALL_BYTES, GROUPS, GroupSpec, TokenGroup, token_groups
 from .tokenizer import TokenizerInfo
 
 __all__ = [
     "StateClasses", "TokenClasses", "precompute_classes", "return_sites", "kernel_automaton", "max_token_length",
-    "ESCAPE_RETURN_SITES", "LOOKAHEAD_GROUPS", "LOOKAHEAD_MIN_TOKENS",
+    "ESCAPE_RETURN_SITES", "LOOKAHEAD_GROUPS", "LOOKAHEAD_MIN_TOKENS", "FRAME_BYTES", "FRAME_CAP",
 ]
 
 # A rule called from more places than this is walked with escapes rather than context expansion.
@@ -72,6 +83,10 @@ LOOKAHEAD_GROUPS: tuple[GroupSpec, ...] | None = GROUPS
 # A state whose first bytes start fewer tokens than this is walked over the whole vocabulary at
 # once, without keys: its walk costs less than the keys.
 LOOKAHEAD_MIN_TOKENS = 16384
+# Frame classes (:meth:`TokenClasses.frame_codes`): for the uncertain tokens of at most
+# FRAME_BYTES bytes, under a key of a region of at most FRAME_CAP states.
+FRAME_BYTES = 32
+FRAME_CAP = 4096
 
 
 def max_token_length(trie) -> int:  # type: ignore[no-untyped-def]
@@ -159,6 +174,10 @@ class TokenClasses:
         self._whole = token_groups(tok, ())[0]
         self._keyed = LOOKAHEAD_GROUPS is not None
         self._cap = max((g.spec.cap for g in self._groups), default=0)
+        self._all_runs = byte_runs(aut.byte_class, ALL_BYTES)
+        self._no_skip = np.zeros(aut.rule_start.shape[0], np.int32)  # bare keys: call returns in the call's layer
+        self._minlen: np.ndarray | None = None  # rule_min_lengths, for frame keys (computed on first use)
+        self._lengths = np.diff(self._trie.offsets)
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
         # byte set -> (its keyed groups, their bounds, their caps): one lookahead search each
         by_name: dict[str, list[int]] = {}
@@ -198,8 +217,37 @@ class TokenClasses:
     def _scratch(self) -> LookaheadScratch:
         sc = getattr(self._local, "scratch", None)
         if sc is None:
-            sc = self._local.scratch = make_scratch(self._aut.num_states, self._cap)
+            sc = self._local.scratch = make_scratch(self._aut.num_states, max(self._cap, FRAME_CAP))
         return sc
+
+    def frame_codes(self, s: int, ret: int, unc: np.ndarray) -> np.ndarray | None:
+        """A TOKEN_* code for each token of at most :data:`FRAME_BYTES` bytes among ``s``'s
+        uncertain tokens ``unc`` (all of them, sorted-trie indices, ascending), in order: walked
+        from ``s`` with the return state ``ret`` below its frame and context expansion below that,
+        ACCEPTED and REJECTED hold on every stack whose top frame below ``s`` is ``ret``;
+        UNCERTAIN ones need the real stack.  Kept in the tokenizer's class cache under
+        :func:`~pda.lookahead.frame_key`: those tokens' bare-frame classes depend only on what lies
+        within that many bytes, so they are a function of the key too.  None: no key."""
+        if self._minlen is None:
+            self._minlen = rule_min_lengths(self.kernel)  # a race computes it twice, alike
+        key = frame_key(self.kernel, self._minlen, self._all_runs, "all", s, ret, FRAME_BYTES, FRAME_CAP,
+                        self._scratch())
+        if key is None:
+            return None
+
+        def walk() -> np.ndarray:
+            cand = unc[self._lengths[unc] <= FRAME_BYTES]
+            out = np.empty(cand.shape[0], dtype=np.int8)
+            walk_tokens(self.kernel, self._trie, cand, s, np.array([ret], dtype=np.int32), True, out,
+                        thread_workspace(self._maxlen))
+            out[out == TOKEN_OVERFLOW] = TOKEN_UNCERTAIN
+            return out
+
+        return self._tok.class_cache.get(key, walk, lambda v: v.nbytes)  # type: ignore[no-any-return]
+
+    def short_tokens(self, unc: np.ndarray) -> np.ndarray:
+        """bool per token of ``unc`` (sorted-trie indices): at most :data:`FRAME_BYTES` bytes."""
+        return self._lengths[unc] <= FRAME_BYTES  # type: ignore[no-any-return]
 
     def _walk(self, level: TokenGroup, s: int, ws: Workspace) -> StateClasses:
         """The classes of the tokens of group ``level`` from a bare frame holding only ``s``.
@@ -237,7 +285,7 @@ class TokenClasses:
         cache = self._tok.class_cache
         keys: dict[int, bytes | None] = {}  # group index -> its key (one search per byte set)
         for name, (members, ks, caps) in self._bounds.items():
-            keys.update(zip(members, lookahead_keys(A, self._runs[name], name, s, ks, caps, sc)))
+            keys.update(zip(members, lookahead_keys(A, self._no_skip, self._runs[name], name, s, ks, caps, sc)))
         parts = []
         shared = False
         for i, g in enumerate(self._groups):

@@ -155,16 +155,78 @@ def test_grouped_classes_equal_per_state_classes(tok: TokenizerInfo, deepseek_to
     assert shared_tok.class_cache.hits > 0
 
 
-def _reference_key(A: Any, runs: tuple[np.ndarray, np.ndarray], name: str, state: int, k: int,
-                   cap: int) -> bytes | None:
+def test_frame_classes_give_the_masks_of_walks_on_the_stack(tok: TokenizerInfo, deepseek_tokenizer: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Uncertain tokens decided through frame classes (pda.precompute.TokenClasses.frame_codes:
+    one return state below the top, keyed by pda.lookahead.frame_key and shared through the
+    tokenizer's cache) get the masks that walks on the real stack give: at every top with an
+    uncertain token (``FRAME_MIN_UNCERTAIN`` 0), over long-repeat blocks, counted strings, the
+    JSON, SQL and C-like grammars; and the blocks of a long string share their frame classes."""
+    hf = deepseek_tokenizer
+    c_like = grammars.path("c_like")
+    cases = [(lambda c: c.compile_json_schema(CHAINS), [hf.encode(json.dumps(d), add_special_tokens=False) for d in CHAIN_DOCS]),
+             (lambda c: c.compile_grammar(c_like.read_text(encoding="utf-8")),
+              [hf.encode(p.read_text(encoding="utf-8"), add_special_tokens=False) for p in grammars.samples("c_like")[0][:2]])]
+    cases += [(build, docs[:2]) for name, build, docs in workloads(hf) if name in ("schema", "json", "sql")]
+    framed_tok = TokenizerInfo.from_huggingface(hf)
+    for build, docs in cases:
+        walked = build(GrammarCompiler(TokenizerInfo.from_huggingface(hf), cache=False, precompute="lazy"))
+        framed = build(GrammarCompiler(framed_tok, cache=False, precompute="lazy"))
+        for ids in docs:
+            monkeypatch.setattr(pda.matcher, "FRAME_MIN_UNCERTAIN", 10**9)
+            want = masks_along(walked, ids)
+            monkeypatch.setattr(pda.matcher, "FRAME_MIN_UNCERTAIN", 0)
+            got = masks_along(framed, ids)
+            for k, (x, y) in enumerate(zip(got, want)):
+                assert np.array_equal(x, y), f"masks differ at step {k}"
+    # a 1,500-character string crosses about 40 blocks: their frame classes come from few walks
+    long = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 2000}}, "required": ["a"]}
+    ids = hf.encode(json.dumps({"a": "plain words and more words " * 60}), add_special_tokens=False)
+    monkeypatch.setattr(pda.matcher, "FRAME_MIN_UNCERTAIN", 10**9)
+    want = masks_along(GrammarCompiler(TokenizerInfo.from_huggingface(hf), cache=False).compile_json_schema(long), ids)
+    monkeypatch.undo()
+    fresh = TokenizerInfo.from_huggingface(hf)
+    got = masks_along(GrammarCompiler(fresh, cache=False).compile_json_schema(long), ids)
+    assert all(np.array_equal(x, y) for x, y in zip(got, want))
+    assert fresh.class_cache.hits > fresh.class_cache.misses
+
+
+def _reference_min_lengths(A: Any) -> list[int]:
+    """The fewest bytes each rule derives, by iterating ``dist(q) = min(1 + dist(byte successor),
+    minlen(callee) + dist(call return); 0 at an end)`` to its fixed point."""
+    from pda.lookahead import NO_STRING
+
+    n, nrules = A.trans.shape[0], A.rule_start.shape[0]
+    dist = [0 if A.is_end[q] else NO_STRING for q in range(n)]
+    succ = [sorted({int(t) for t in A.trans[q] if t >= 0}) for q in range(n)]
+    changed = True
+    while changed:
+        changed = False
+        for q in range(n):
+            best = dist[q]
+            for t in succ[q]:
+                best = min(best, 1 + dist[t])
+            for e in range(A.call_ptr[q], A.call_ptr[q + 1]):
+                best = min(best, dist[A.rule_start[A.call_rule[e]]] + dist[A.call_return[e]])
+            if best < dist[q]:
+                dist[q] = best
+                changed = True
+    return [min(dist[A.rule_start[r]], NO_STRING) for r in range(nrules)]
+
+
+def _reference_key(A: Any, minlen: list[int], runs: tuple[np.ndarray, np.ndarray], name: str, state: int, k: int,
+                   cap: int, ret: int = -1) -> bytes | None:
     """The bounded-lookahead key of pda.lookahead's module docstring, written plainly: a layered
-    breadth-first search closed under the moves that read no byte, then the encoding."""
+    breadth-first search closed under the moves that read no byte, a call's return state met as
+    many layers later as its callee's fewest bytes, then the encoding.  With ``ret``, the frame
+    key (pda.lookahead.frame_key): ``ret`` met second in layer 0, its number first in the code."""
     import xxhash
 
     run_start, run_class = runs[0].tolist(), runs[1].tolist()
     ids: dict[int, int] = {}
     order: list[int] = []
     depth: list[int] = []
+    pending: list[tuple[int, int]] = []
 
     def meet(t: int, d: int) -> None:
         if t not in ids:
@@ -178,13 +240,19 @@ def _reference_key(A: Any, runs: tuple[np.ndarray, np.ndarray], name: str, state
             i += 1
             for e in range(A.call_ptr[q], A.call_ptr[q + 1]):
                 meet(int(A.rule_start[A.call_rule[e]]), d)
-                meet(int(A.call_return[e]), d)
+                skip = minlen[A.call_rule[e]]
+                if skip == 0:
+                    meet(int(A.call_return[e]), d)
+                elif d + skip <= k:
+                    pending.append((int(A.call_return[e]), d + skip))
             r = A.state_rule[q]
             if A.is_end[q] and not A.rule_escape[r]:
                 for e in range(A.ret_ptr[r], A.ret_ptr[r + 1]):
                     meet(int(A.ret_state[e]), d)
 
     meet(state, 0)
+    if ret >= 0:
+        meet(ret, 0)
     close(0, 0)
     lo = 0
     for d in range(k):
@@ -193,19 +261,22 @@ def _reference_key(A: Any, runs: tuple[np.ndarray, np.ndarray], name: str, state
             for c in run_class:
                 if A.trans[q, c] >= 0:
                     meet(int(A.trans[q, c]), d + 1)
-        if len(order) == hi:
+        for t, at in pending:
+            if at == d + 1:
+                meet(t, d + 1)
+        if len(order) == hi and not any(at > d + 1 for _, at in pending):
             break
         close(hi, d + 1)
         lo = hi
     if len(order) > cap:
         return None
-    code: list[int] = []
+    code: list[int] = [ids[ret]] if ret >= 0 else []
     for q, d in zip(order, depth):
         r = A.state_rule[q]
         esc = bool(A.rule_escape[r])
         code += [int(A.is_end[q]) | 2 * esc | 4 * (d < k), A.call_ptr[q + 1] - A.call_ptr[q]]
         for e in range(A.call_ptr[q], A.call_ptr[q + 1]):
-            code += [ids[A.rule_start[A.call_rule[e]]], ids[A.call_return[e]]]
+            code += [ids[A.rule_start[A.call_rule[e]]], ids.get(int(A.call_return[e]), -1)]
         if A.is_end[q] and not esc:
             code += [A.ret_ptr[r + 1] - A.ret_ptr[r]] + [ids[A.ret_state[e]] for e in range(A.ret_ptr[r], A.ret_ptr[r + 1])]
         if d < k:
@@ -218,7 +289,8 @@ def _reference_key(A: Any, runs: tuple[np.ndarray, np.ndarray], name: str, state
                     pairs += [b, tid]
                     last = tid
             code += [len(pairs) // 2] + pairs
-    h = xxhash.xxh3_128(f"pda-lookahead-v1|{name}|{k}|".encode())
+    head = "pda-lookahead-frame-v1" if ret >= 0 else "pda-lookahead-v1"
+    h = xxhash.xxh3_128(f"{head}|{name}|{k}|".encode())
     h.update(np.array(code, dtype=np.int32).tobytes())
     return h.digest()
 
@@ -227,23 +299,34 @@ def test_lookahead_keys_equal_the_reference(tok: TokenizerInfo) -> None:
     """The kernel's keys, several bounds from one search (the regions of the smaller bounds are its
     first layers), equal a plain search per bound, for states spread over counted strings and a
     C-like grammar, every byte set; the kernel's scratch is left clean."""
-    from pda.lookahead import lookahead_keys
+    from pda.lookahead import frame_key, lookahead_keys, rule_min_lengths
 
     compiler = GrammarCompiler(tok, cache=False, precompute="lazy")
     for compiled in (compiler.compile_json_schema(CHAINS),
                      compiler.compile_grammar(grammars.path("c_like").read_text(encoding="utf-8"))):
         classes = compiled.classes
         A, scratch = classes.kernel, classes._scratch()
-        keyed = 0
+        minlen = _reference_min_lengths(A)
+        assert rule_min_lengths(A).tolist() == minlen
+        no_skip = np.zeros(len(minlen), np.int32)  # the bare keys keep every call's return in its layer
+        keyed = framed = 0
+        rets = A.call_return.tolist()
         for s in np.linspace(0, compiled.grammar.automaton.num_states - 1, 24).astype(int).tolist():
             for name, (_, ks, caps) in classes._bounds.items():
                 runs = classes._runs[name]
-                got = lookahead_keys(A, runs, name, s, ks, caps, scratch)
-                want = [_reference_key(A, runs, name, s, int(k), int(c)) for k, c in zip(ks, caps)]
+                got = lookahead_keys(A, no_skip, runs, name, s, ks, caps, scratch)
+                want = [_reference_key(A, [0] * len(minlen), runs, name, s, int(k), int(c)) for k, c in zip(ks, caps)]
                 assert got == want, (s, name)
                 keyed += sum(k is not None for k in want)
+            ret = rets[s % len(rets)]
+            want_frame = _reference_key(A, minlen, classes._all_runs, "all", s, 8, 4096, ret)
+            assert frame_key(A, np.array(minlen, np.int32), classes._all_runs, "all", s, ret, 8, 4096, scratch) == want_frame, s
+            skipped = lookahead_keys(A, np.array(minlen, np.int32), classes._all_runs, "all", s, np.array([8]),
+                                     np.array([4096]), scratch)
+            assert skipped == [_reference_key(A, minlen, classes._all_runs, "all", s, 8, 4096)], s
+            framed += want_frame is not None
         assert (scratch.ids == -1).all()
-        assert keyed > 20
+        assert keyed > 20 and framed > 10
 
 
 def test_token_classes_are_shared_across_grammars_of_one_tokenizer(deepseek_tokenizer: Any, sharing: None) -> None:

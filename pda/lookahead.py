@@ -14,8 +14,8 @@ larger one's, numbered alike, so its encoding is the same as a search of its own
 
 * states are numbered in the order a layered breadth-first search from ``s`` over the bytes of
   ``X`` (ascending) meets them: layer ``d`` holds the states whose fewest bytes from ``s`` is
-  ``d``; a layer is closed under the moves that read no byte (calls, call returns, return sites)
-  before its byte successors open layer ``d + 1``; the search stops at layer ``k``;
+  ``d``; a layer is closed under the moves that read no byte (calls, return sites) before its byte
+  successors and the call returns due there open layer ``d + 1``; the search stops at layer ``k``;
 * each state then contributes, in those numbers: whether it is an end, whether its rule escapes,
   its calls (callee start, return state), its return sites when it is an end of a rule that does
   not escape, and, below layer ``k`` only, its successors on the bytes of ``X`` as runs of byte
@@ -27,12 +27,11 @@ so equal classes for every token of at most ``k`` bytes of ``X``.  A region of m
 states gets no key.
 
 A call's return state can only be reached after the callee has read its fewest bytes
-(:func:`rule_min_lengths`), so a search may meet it that many layers later, and leave it out past
-layer ``k``.  :func:`frame_key` searches so (the bare keys keep every call's return in the call's
-layer, as they always have): from a state and one return state below its frame, both in layer 0,
-it names what a walk on a one-frame stack sees.  That is what makes the blocks of a long counted
-repeat alike: each block returns to its own place in the caller, but the next of those places is a
-whole block away.
+(:func:`rule_min_lengths`), so the search meets it that many layers later, and leaves it out past
+layer ``k``.  That is what makes the blocks of a long counted repeat alike: each block returns to
+its own place in the caller, but the next of those places is a whole block away.
+:func:`frame_key` searches from a state and one return state below its frame, both in layer 0: it
+names what a walk on a one-frame stack sees.
 """
 
 from __future__ import annotations

@@ -348,7 +348,7 @@ class GrammarMatcher:
         0 when there are no frame classes and nothing was decided)."""
         classes = self._compiled.classes
         codes = classes.frame_codes(s, ret, unc)
-        short = classes.short_tokens(unc)
+        short = classes.short_tokens(s)
         if codes is None or codes.shape[0] != np.count_nonzero(short):
             return todo, 0
         every = np.full(unc.shape[0], TOKEN_UNCERTAIN, dtype=np.int8)

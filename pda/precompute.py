@@ -175,9 +175,9 @@ class TokenClasses:
         self._keyed = LOOKAHEAD_GROUPS is not None
         self._cap = max((g.spec.cap for g in self._groups), default=0)
         self._all_runs = byte_runs(aut.byte_class, ALL_BYTES)
-        self._no_skip = np.zeros(aut.rule_start.shape[0], np.int32)  # bare keys: call returns in the call's layer
-        self._minlen: np.ndarray | None = None  # rule_min_lengths, for frame keys (computed on first use)
+        self._minlen = rule_min_lengths(self.kernel) if self._keyed else np.zeros(0, np.int32)
         self._lengths = np.diff(self._trie.offsets)
+        self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
         # byte set -> (its keyed groups, their bounds, their caps): one lookahead search each
         by_name: dict[str, list[int]] = {}
@@ -227,9 +227,10 @@ class TokenClasses:
         ACCEPTED and REJECTED hold on every stack whose top frame below ``s`` is ``ret``;
         UNCERTAIN ones need the real stack.  Kept in the tokenizer's class cache under
         :func:`~pda.lookahead.frame_key`: those tokens' bare-frame classes depend only on what lies
-        within that many bytes, so they are a function of the key too.  None: no key."""
-        if self._minlen is None:
-            self._minlen = rule_min_lengths(self.kernel)  # a race computes it twice, alike
+        within that many bytes, so they are a function of the key too.  None: no key (or no
+        sharing: :data:`LOOKAHEAD_GROUPS` None)."""
+        if not self._keyed:
+            return None
         key = frame_key(self.kernel, self._minlen, self._all_runs, "all", s, ret, FRAME_BYTES, FRAME_CAP,
                         self._scratch())
         if key is None:
@@ -245,9 +246,12 @@ class TokenClasses:
 
         return self._tok.class_cache.get(key, walk, lambda v: v.nbytes)  # type: ignore[no-any-return]
 
-    def short_tokens(self, unc: np.ndarray) -> np.ndarray:
-        """bool per token of ``unc`` (sorted-trie indices): at most :data:`FRAME_BYTES` bytes."""
-        return self._lengths[unc] <= FRAME_BYTES  # type: ignore[no-any-return]
+    def short_tokens(self, s: int) -> np.ndarray:
+        """bool per uncertain token of state ``s``: at most :data:`FRAME_BYTES` bytes (kept)."""
+        got = self._short.get(s)
+        if got is None:
+            got = self._short[s] = self._lengths[self.get(s).uncertain] <= FRAME_BYTES
+        return got
 
     def _walk(self, level: TokenGroup, s: int, ws: Workspace) -> StateClasses:
         """The classes of the tokens of group ``level`` from a bare frame holding only ``s``.
@@ -285,7 +289,7 @@ class TokenClasses:
         cache = self._tok.class_cache
         keys: dict[int, bytes | None] = {}  # group index -> its key (one search per byte set)
         for name, (members, ks, caps) in self._bounds.items():
-            keys.update(zip(members, lookahead_keys(A, self._no_skip, self._runs[name], name, s, ks, caps, sc)))
+            keys.update(zip(members, lookahead_keys(A, self._minlen, self._runs[name], name, s, ks, caps, sc)))
         parts = []
         shared = False
         for i, g in enumerate(self._groups):

@@ -307,23 +307,22 @@ def test_lookahead_keys_equal_the_reference(tok: TokenizerInfo) -> None:
         classes = compiled.classes
         A, scratch = classes.kernel, classes._scratch()
         minlen = _reference_min_lengths(A)
-        assert rule_min_lengths(A).tolist() == minlen
-        no_skip = np.zeros(len(minlen), np.int32)  # the bare keys keep every call's return in its layer
+        assert rule_min_lengths(A).tolist() == minlen == classes._minlen.tolist()
         keyed = framed = 0
         rets = A.call_return.tolist()
         for s in np.linspace(0, compiled.grammar.automaton.num_states - 1, 24).astype(int).tolist():
             for name, (_, ks, caps) in classes._bounds.items():
                 runs = classes._runs[name]
-                got = lookahead_keys(A, no_skip, runs, name, s, ks, caps, scratch)
-                want = [_reference_key(A, [0] * len(minlen), runs, name, s, int(k), int(c)) for k, c in zip(ks, caps)]
+                got = lookahead_keys(A, classes._minlen, runs, name, s, ks, caps, scratch)
+                want = [_reference_key(A, minlen, runs, name, s, int(k), int(c)) for k, c in zip(ks, caps)]
                 assert got == want, (s, name)
                 keyed += sum(k is not None for k in want)
             ret = rets[s % len(rets)]
             want_frame = _reference_key(A, minlen, classes._all_runs, "all", s, 8, 4096, ret)
-            assert frame_key(A, np.array(minlen, np.int32), classes._all_runs, "all", s, ret, 8, 4096, scratch) == want_frame, s
-            skipped = lookahead_keys(A, np.array(minlen, np.int32), classes._all_runs, "all", s, np.array([8]),
-                                     np.array([4096]), scratch)
-            assert skipped == [_reference_key(A, minlen, classes._all_runs, "all", s, 8, 4096)], s
+            assert frame_key(A, classes._minlen, classes._all_runs, "all", s, ret, 8, 4096, scratch) == want_frame, s
+            unskipped = lookahead_keys(A, np.zeros(len(minlen), np.int32), classes._all_runs, "all", s, np.array([8]),
+                                       np.array([4096]), scratch)  # every call's return in the call's layer
+            assert unskipped == [_reference_key(A, [0] * len(minlen), classes._all_runs, "all", s, 8, 4096)], s
             framed += want_frame is not None
         assert (scratch.ids == -1).all()
         assert keyed > 20 and framed > 10

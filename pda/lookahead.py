@@ -140,10 +140,11 @@ def class_bits(trans: np.ndarray) -> np.ndarray:
 def first_byte_weight(class_bits, is_end, call_ptr, call_rule, call_return, rule_start, state_rule, ret_ptr,
                       ret_state, rule_escape, class_weight, state, cap, ids, order, depth):
     """The sum of ``class_weight`` over the byte classes that some state of ``state``'s closure
-    (layer 0 of :func:`lookahead_keys`, with every call's return state in it too) reads (``class_bits``, from :func:`class_bits`); -1 past
-    ``cap`` states.  With ``class_weight[c]`` the number of tokens whose first byte is in class
-    ``c``, a bound on the tokens a walk from ``state`` goes past the first byte of.  ``ids`` is
-    all -1 on entry and on return."""
+    reads (``class_bits``, from :func:`class_bits`); -1 past ``cap`` states.  The closure is layer 0
+    of :func:`lookahead_keys` with every call's return state in it too (a looser bound, and cheap).
+    With ``class_weight[c]`` the number of tokens whose first byte is in class ``c``, a bound on the
+    tokens a walk from ``state`` goes past the first byte of.  ``ids`` is all -1 on entry and on
+    return."""
     n = _meet(state, 0, ids, order, depth, 0, cap)
     npend = np.zeros(1, np.int64)
     n = _close(0, n, 0, call_ptr, call_rule, call_return, rule_start, is_end, state_rule, rule_escape, ret_ptr,

@@ -39,7 +39,7 @@ block's frame, so nearly the whole vocabulary is uncertain, and the matcher woul
 real stack at every such position of every block (each block returns to its own place in the
 caller, so the mask cache never sees the same stack twice).  :meth:`TokenClasses.frame_codes`
 classifies those tokens once more, from the state with one return state below it (context
-expansion below that), under a digest of that two-frame region
+expansion below that), under a digest of what a walk on that one-frame stack can see
 (:func:`pda.lookahead.frame_key`): alike at every block far from the repeat's end, so the walk is
 done once per position in a block, not once per block.
 """

@@ -14,14 +14,13 @@ __all__ = ["loop_bytes", "utf8_loops", "conts_reach"]
 
 
 @njit(cache=True, nogil=True)
-def loop_bytes(trans, class_bytes, s, r, loops):
-    """Into ``loops``, the bytes that keep a thread on state ``s`` and that state ``r`` (a pop not
-    written out; -1 for none) cannot read; returns how many."""
+def loop_bytes(trans, class_bytes, s, loops):
+    """Into ``loops``, the bytes that keep a thread on state ``s``; returns how many byte classes."""
     for k in range(4):
         loops[k] = 0
     n = 0
     for c in range(trans.shape[1]):
-        if trans[s, c] == s and (r < 0 or trans[r, c] < 0):
+        if trans[s, c] == s:
             for k in range(4):
                 loops[k] |= class_bytes[c, k]
             n += 1
@@ -29,15 +28,11 @@ def loop_bytes(trans, class_bytes, s, r, loops):
 
 
 @njit(cache=True, nogil=True)
-def utf8_loops(trans, byte_class, s, r):
-    """True when every multi-byte UTF-8 character leads from state ``s`` back to ``s`` (and state
-    ``r``, a pop not written out, if >= 0, reads no lead byte): then a whole-UTF-8 token whose
-    ASCII bytes loop on ``s`` stays on ``s``."""
+def utf8_loops(trans, byte_class, s):
+    """True when every multi-byte UTF-8 character leads from state ``s`` back to ``s``: then a
+    whole-UTF-8 token whose ASCII bytes loop on ``s`` stays on ``s``."""
     for lead in range(0xC2, 0xF5):
-        c = byte_class[lead]
-        if r >= 0 and trans[r, c] >= 0:
-            return False
-        t = trans[s, c]
+        t = trans[s, byte_class[lead]]
         if t < 0:
             return False
         lo, hi = 0x80, 0xBF

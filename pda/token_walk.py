@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 
 from .loop_bytes import loop_bytes, utf8_loops
+from .thread_sets import closure, free_nodes, single_step
 
 __all__ = [
     "KernelAutomaton", "Workspace", "make_workspace", "thread_workspace", "walk_tokens", "TOKEN_REJECTED",
@@ -60,7 +61,11 @@ class Workspace(NamedTuple):
     cnt: np.ndarray  # int32[D]: threads per depth
     a_state: np.ndarray  # int32[NODES]: local stack nodes: return state ...
     a_parent: np.ndarray  # ... and parent node
-    n_nodes: np.ndarray  # int64[2]: nodes in use; the lowest real-stack node read
+    n_nodes: np.ndarray  # int64[3]: nodes in use; the lowest real-stack node read; the first local node
+    h_node: np.ndarray  # int32[2 * NODES]: the live local nodes by (state, parent), open addressing (-1: free)
+    node_slot: np.ndarray  # int32[NODES]: each local node's slot in h_node
+    h_thread: np.ndarray  # int32[2 * CAP]: the threads of the set a closure builds, by (state, node, context) ...
+    h_stamp: np.ndarray  # int64[2 * CAP]: ... a slot is in use when its stamp is the closure's (h_stamp[-1] counts)
     a_top: np.ndarray  # int64[D]: nodes in use after each depth's closure
     seeds_s: np.ndarray
     seeds_n: np.ndarray
@@ -77,7 +82,9 @@ def make_workspace(max_token_len: int) -> Workspace:
     d = max_token_len + 1
     return Workspace(
         np.empty((d, _CAP), np.int32), np.empty((d, _CAP), np.int32), np.empty((d, _CAP), np.int8),
-        np.zeros(d, np.int32), np.empty(_NODES, np.int32), np.empty(_NODES, np.int32), np.zeros(2, np.int64),
+        np.zeros(d, np.int32), np.empty(_NODES, np.int32), np.empty(_NODES, np.int32), np.zeros(3, np.int64),
+        np.full(2 * _NODES, -1, np.int32), np.empty(_NODES, np.int32), np.empty(2 * _CAP, np.int32),
+        np.zeros(2 * _CAP + 1, np.int64),
         np.zeros(d, np.int64), np.empty(_CAP, np.int32), np.empty(_CAP, np.int32), np.empty(_CAP, np.int8),
         np.empty(4 * _CAP, np.int32), np.empty(4 * _CAP, np.int32), np.empty(4 * _CAP, np.int8),
         np.zeros(d, np.int8), np.zeros(d, np.int8),
@@ -101,116 +108,14 @@ def thread_workspace(max_token_len: int) -> Workspace:
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _node(a_state, a_parent, n_nodes, lo, state, parent):
-    # hash-consing among the live nodes from `lo` on: the closures pass the first local node, so
-    # equal stacks pushed at different depths are one node (an ambiguous prefix such as a run of
-    # `-` in C's unary `-`/`--` would otherwise make a new stack per split and overflow)
-    for k in range(lo, n_nodes[0]):
-        if a_state[k] == state and a_parent[k] == parent:
-            return k
-    k = n_nodes[0]
-    if k >= a_state.shape[0]:
-        return -2
-    a_state[k] = state
-    a_parent[k] = parent
-    n_nodes[0] = k + 1
-    return k
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _closure(d, nseeds, node_lo, n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes, seeds_s, seeds_n,
-             seeds_c, wl_s, wl_n, wl_c, esc_d, is_end, state_rule, rule_escape, ret_ptr, ret_state, call_ptr,
-             call_rule, call_return, rule_start):
-    """Put the closure of the seed threads into set ``d``; False on overflow.  Sets ``esc_d[d]``
-    when a thread reaches the end of an escaping rule at the frame bottom, and lowers
-    ``n_nodes[1]`` to the lowest real-stack node a pop read.  Inlined into :func:`walk_tokens`
-    (numba IR inlining: a call with this many array arguments cost ~8% of a wide state's walk)."""
-    cap = st.shape[1]
-    wcap = wl_s.shape[0]
-    w = 0
-    for i in range(nseeds):
-        wl_s[w] = seeds_s[i]
-        wl_n[w] = seeds_n[i]
-        wl_c[w] = seeds_c[i]
-        w += 1
-    cnt[d] = 0
-    esc = esc_d[d - 1] if d > 0 else 0
-    while w > 0:
-        w -= 1
-        s = wl_s[w]
-        n = wl_n[w]
-        c = wl_c[w]
-        dup = False
-        for k in range(cnt[d]):
-            if st[d, k] == s and nd[d, k] == n and cx[d, k] == c:
-                dup = True
-                break
-        if dup:
-            continue
-        if cnt[d] >= cap:
+def _starts_with(data, offsets, i, pa, n):
+    # token i starts with the n bytes at data[pa:]
+    a = offsets[i]
+    if offsets[i + 1] - a < n:
+        return False
+    for k in range(n):
+        if data[a + k] != data[pa + k]:
             return False
-        st[d, cnt[d]] = s
-        nd[d, cnt[d]] = n
-        cx[d, cnt[d]] = c
-        cnt[d] += 1
-        if is_end[s]:
-            if n >= 0:
-                if w >= wcap:
-                    return False
-                if n < n_stack and n < n_nodes[1]:
-                    n_nodes[1] = n
-                wl_s[w] = a_state[n]
-                wl_n[w] = a_parent[n]
-                wl_c[w] = c
-                w += 1
-            elif expand:
-                r = state_rule[s]
-                if rule_escape[r]:
-                    esc = 1
-                else:
-                    for e in range(ret_ptr[r], ret_ptr[r + 1]):
-                        if w >= wcap:
-                            return False
-                        wl_s[w] = ret_state[e]
-                        wl_n[w] = -1
-                        wl_c[w] = 1
-                        w += 1
-        for e in range(call_ptr[s], call_ptr[s + 1]):
-            k = _node(a_state, a_parent, n_nodes, n_stack, call_return[e], n)
-            if k < 0 or w >= wcap:
-                return False
-            wl_s[w] = rule_start[call_rule[e]]
-            wl_n[w] = k
-            wl_c[w] = c
-            w += 1
-    esc_d[d] = esc
-    return True
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _single(d, t, n, c, expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
-    """Make set ``d + 1`` the one thread (t, n, c) when that needs no closure: ``t`` has no calls
-    and is simple, or an end whose pop can wait (inside a call: ``lazy``), or the end of an
-    escaping rule at the frame bottom, or an end at the bottom of a real stack.  False otherwise."""
-    lz = 0
-    if simple[t]:
-        esc[d + 1] = esc[d]
-    elif call_ptr[t] != call_ptr[t + 1]:
-        return False
-    elif n >= 0:
-        lz = 1
-        esc[d + 1] = esc[d]
-    elif not expand:
-        esc[d + 1] = esc[d]
-    elif rule_escape[state_rule[t]]:
-        esc[d + 1] = 1
-    else:
-        return False
-    st[d + 1, 0] = t
-    nd[d + 1, 0] = n
-    cx[d + 1, 0] = c
-    cnt[d + 1] = 1
-    lazy[d + 1] = lz
     return True
 
 
@@ -264,10 +169,13 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     Tokens share the work of their common prefix; a prefix that dies decides every token that
     starts with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp``
     gives the common prefixes and a dead prefix jumps over its subtree through ``skip``, so a top
-    that allows few tokens costs little more than the tokens it allows; a token whose bytes
-    (``bytesets``) all loop on the start state is accepted without a walk, and so is a token whose
-    remaining bytes loop on the state of some thread inside the frame at the depth the walk reached
-    (that thread keeps its state and stack to the end; :mod:`pda.loop_bytes`).
+    that allows few tokens costs little more than the tokens it allows; in a subset (a state's
+    uncertain tokens on a real stack) a dead prefix's candidates are found by galloping and
+    bisection.  A token whose bytes (``bytesets``) all loop on the start state is accepted without
+    a walk (whole vocabulary), and so is a token whose remaining bytes loop on the state of some
+    thread inside the frame at the depth the walk reached (that thread keeps its state and stack to
+    the end, whatever the other threads do; :mod:`pda.loop_bytes`).  Thread sets are built by
+    :mod:`pda.thread_sets`.
 
     Returns how many frames of ``stack`` (from the top) some pop read: a stack that agrees with
     this one on that many top frames gets the same answer for every token.
@@ -277,6 +185,9 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         ws.n_nodes, ws.a_top
     seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, lazy = ws.seeds_s, ws.seeds_n, ws.seeds_c, ws.wl_s, ws.wl_n, \
         ws.wl_c, ws.esc, ws.lazy
+    h_node, node_slot = ws.h_node, ws.node_slot
+    hn = (h_node, node_slot, ws.h_thread, ws.h_stamp)
+    free_nodes(n_nodes, n_nodes[2], h_node, node_slot)  # the last walk's local nodes leave the table
     trans, byte_class, simple, is_end, state_rule, rule_escape, has_loop = A.trans, A.byte_class, A.simple, \
         A.is_end, A.state_rule, A.rule_escape, A.has_loop
     ret_ptr, ret_state, call_ptr, call_rule, call_return, rule_start = A.ret_ptr, A.ret_state, A.call_ptr, \
@@ -294,10 +205,11 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         top = k
     n_nodes[0] = n_stack
     n_nodes[1] = n_stack
+    n_nodes[2] = n_stack
     seeds_s[0] = start_state
     seeds_n[0] = top
     seeds_c[0] = 0
-    if not _closure(0, 1, n_nodes[0], n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
+    if not closure(0, 1, hn, n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
             seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
             ret_state, call_ptr, call_rule, call_return, rule_start):
         for j in range(cand.shape[0]):
@@ -325,19 +237,16 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
             if trans[start_state, byte_class[b]] == start_state:
                 loops[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
                 nloops += 1
-        utf8 = nloops > 0 and utf8_loops(trans, byte_class, start_state, -1)
+        utf8 = nloops > 0 and utf8_loops(trans, byte_class, start_state)
     # the same for a one-thread depth >= 1 of the current prefix
-    class_bytes = np.zeros((trans.shape[1], 4), dtype=np.uint64)
-    if full:
-        for b in range(256):
-            class_bytes[byte_class[b], b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    class_bytes = np.zeros((trans.shape[1], 4), dtype=np.uint64)  # filled on first use
+    class_bytes_ready = False
     loopsk = np.zeros(4, dtype=np.uint64)
     nloopsk = 0  # > 0: loopsk holds the loop bytes of the one thread at depth kdepth
     kdepth = 0
     utf8k = False
     lbytes = np.zeros(4, dtype=np.uint64)  # the loop bytes of the last one-thread state looked at
     lstate = -1
-    lret = -1
     lcount = 0
     lutf8 = False
     lfail_tok = -1
@@ -346,14 +255,32 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     j = -1
     while True:
         j += 1
-        if full and dead_at > 0:
-            # every token below the dead prefix is decided: jump over them
-            while j < ncand and lcp[j] >= dead_at:
-                nj = skip[j]
-                if dead_res != TOKEN_REJECTED:  # out is pre-filled with REJECTED
-                    for k in range(j, nj):
-                        out[k] = dead_res
-                j = nj
+        if dead_at > 0 and j < ncand:
+            # every token below the dead prefix is decided: jump over them (through skip; in a
+            # subset, to the first candidate past the prefix's subtree of the whole trie)
+            nj = j
+            if full:
+                while nj < ncand and lcp[nj] >= dead_at:
+                    nj = skip[nj]
+            else:  # the candidates that start with the prefix follow j: gallop, then bisect
+                pa = offsets[prev]
+                hi = j
+                step = 1
+                while hi < ncand and _starts_with(data, offsets, cand[hi], pa, dead_at):
+                    nj = hi + 1
+                    hi = nj + step
+                    step *= 2
+                hi = min(hi, ncand)
+                while nj < hi:
+                    mid = (nj + hi) >> 1
+                    if _starts_with(data, offsets, cand[mid], pa, dead_at):
+                        nj = mid + 1
+                    else:
+                        hi = mid
+            if dead_res != TOKEN_REJECTED or not full:  # a whole vocabulary's out is pre-filled
+                for k in range(j, nj):
+                    out[k] = dead_res
+            j = nj
         if j >= ncand:
             break
         i = cand[j]
@@ -367,13 +294,13 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
             lim = min(ln, offsets[prev + 1] - pa)
             while common < lim and data[a + common] == data[pa + common]:
                 common += 1
-        if full and (nloops > 0 and (bytesets[i, 0] & ~loops[0]) == 0 and (bytesets[i, 1] & ~loops[1]) == 0
-                     and ((bytesets[i, 2] & ~loops[2]) == 0 and (bytesets[i, 3] & ~loops[3]) == 0
-                          or utf8 and whole_utf8[i])
-                     or nloopsk > 0 and common >= kdepth and valid >= kdepth
-                     and (bytesets[i, 0] & ~loopsk[0]) == 0 and (bytesets[i, 1] & ~loopsk[1]) == 0
-                     and ((bytesets[i, 2] & ~loopsk[2]) == 0 and (bytesets[i, 3] & ~loopsk[3]) == 0
-                          or utf8k and whole_utf8[i])):
+        if (nloops > 0 and (bytesets[i, 0] & ~loops[0]) == 0 and (bytesets[i, 1] & ~loops[1]) == 0
+                and ((bytesets[i, 2] & ~loops[2]) == 0 and (bytesets[i, 3] & ~loops[3]) == 0
+                     or utf8 and whole_utf8[i])
+                or nloopsk > 0 and common >= kdepth and valid >= kdepth
+                and (bytesets[i, 0] & ~loopsk[0]) == 0 and (bytesets[i, 1] & ~loopsk[1]) == 0
+                and ((bytesets[i, 2] & ~loopsk[2]) == 0 and (bytesets[i, 3] & ~loopsk[3]) == 0
+                     or utf8k and whole_utf8[i])):
             # every byte loops on the start state (or its ASCII bytes do and its other characters
             # are whole and every such character loops), or: the shared prefix leads to one thread
             # on a state on which the same holds for every byte of the token
@@ -394,39 +321,30 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         d = min(common, valid)
         if d < kdepth:
             nloopsk = 0
-        n_nodes[0] = a_top[d]
+        free_nodes(n_nodes, a_top[d], h_node, node_slot)
         result = -1
         while d < ln:
-            ls = -1  # a thread inside the frame whose next byte loops on its state (or starts a character)
-            r = -1  # ... and the state a pop not written out reaches (-1: none)
-            if full and cnt[d] == 1:
-                if d >= 1 and cx[d, 0] == 0 and has_loop[st[d, 0]] and (
-                        data[a + d] >= 0xC2 or trans[st[d, 0], byte_class[data[a + d]]] == st[d, 0]):
-                    ls = st[d, 0]
-                    if lazy[d]:
-                        r = a_state[nd[d, 0]]
-                        if not simple[r]:
-                            ls = -1
-            elif full:
-                # several threads: one thread inside the frame whose state the rest of the token
-                # loops on keeps its state and stack to the end, so it accepts the token whatever
-                # the others do (a wide state: many threads, a closure per byte, most tokens
-                # accepted by one of them, an identifier or a string body)
-                for k in range(cnt[d]):
-                    q = st[d, k]
-                    if cx[d, k] == 0 and has_loop[q] and (
-                            data[a + d] >= 0xC2 or trans[q, byte_class[data[a + d]]] == q):
-                        ls = q
-                        break
+            # a thread inside the frame whose next byte loops on its state (or starts a character):
+            # when the rest of the token loops there too, it keeps its state and stack to the end,
+            # so it accepts the token whatever the other threads do (an identifier, a string body)
+            ls = -1
+            for k in range(cnt[d]):
+                q = st[d, k]
+                if cx[d, k] == 0 and has_loop[q] and (data[a + d] >= 0xC2 or trans[q, byte_class[data[a + d]]] == q):
+                    ls = q
+                    break
             if ls >= 0:
                 # when every byte of the token loops on that state, the rest of the token stays
                 # there: accepted, and so is every later token with this prefix whose bytes loop
                 # there too (armed as kdepth / loopsk)
-                if ls != lstate or r != lret:
+                if ls != lstate:
+                    if not class_bytes_ready:
+                        for x in range(256):
+                            class_bytes[byte_class[x], x >> 6] |= np.uint64(1) << np.uint64(x & 63)
+                        class_bytes_ready = True
                     lstate = ls
-                    lret = r
-                    lcount = loop_bytes(trans, class_bytes, lstate, r, lbytes)
-                    lutf8 = lcount > 0 and utf8_loops(trans, byte_class, lstate, r)
+                    lcount = loop_bytes(trans, class_bytes, lstate, lbytes)
+                    lutf8 = lcount > 0 and utf8_loops(trans, byte_class, lstate)
                 if lcount > 0 and (bytesets[i, 0] & ~lbytes[0]) == 0 and (bytesets[i, 1] & ~lbytes[1]) == 0 \
                         and ((bytesets[i, 2] & ~lbytes[2]) == 0 and (bytesets[i, 3] & ~lbytes[3]) == 0
                              or lutf8 and whole_utf8[i]):
@@ -464,11 +382,11 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                     n_nodes[1] = n0
                 if not (simple[r] and trans[r, b] < 0):
                     lazy[d] = 0
-                    n_nodes[0] = a_top[d]
+                    free_nodes(n_nodes, a_top[d], h_node, node_slot)
                     seeds_s[0] = st[d, 0]
                     seeds_n[0] = n0
                     seeds_c[0] = cx[d, 0]
-                    if not _closure(d, 1, n_nodes[0], n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
+                    if not closure(d, 1, hn, n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
                             seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
                             ret_state, call_ptr, call_rule, call_return, rule_start):
                         over_at = d
@@ -477,7 +395,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                         break
                     a_top[d] = n_nodes[0]
             if cnt[d] == 1:
-                # one thread: a step often needs no closure (see _single)
+                # one thread: a step often needs no closure (see single_step)
                 t = trans[st[d, 0], b]
                 if t < 0:
                     dead_at = d + 1
@@ -485,7 +403,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                     valid = d
                     result = dead_res
                     break
-                if simple[t]:  # _single's first case, written out: a call per byte costs ~80 ns here
+                if simple[t]:  # single_step's first case, written out: a call per byte costs ~80 ns here
                     esc[d + 1] = esc[d]
                     st[d + 1, 0] = t
                     nd[d + 1, 0] = nd[d, 0]
@@ -495,7 +413,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                     d += 1
                     a_top[d] = n_nodes[0]
                     continue
-                # the rest of _single, written out too (a counted repeat's tail is an end at every
+                # the rest of single_step, written out too (a counted repeat's tail is an end at every
                 # item: each of its bytes comes here)
                 n0 = nd[d, 0]
                 if call_ptr[t] == call_ptr[t + 1] and (n0 >= 0 or not expand or rule_escape[state_rule[t]]):
@@ -522,7 +440,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                 valid = d
                 result = dead_res
                 break
-            if ns == 1 and _single(d, seeds_s[0], seeds_n[0], seeds_c[0], expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
+            if ns == 1 and single_step(d, seeds_s[0], seeds_n[0], seeds_c[0], expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr, state_rule, rule_escape):
                 d += 1
                 a_top[d] = n_nodes[0]
                 continue
@@ -570,7 +488,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                 d += 1
                 a_top[d] = n_nodes[0]
                 continue
-            ok = _closure(d + 1, ns, n_nodes[0], n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
+            ok = closure(d + 1, ns, hn, n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
                     seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
                     ret_state, call_ptr, call_rule, call_return, rule_start)
             if not ok:

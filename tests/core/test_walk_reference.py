@@ -114,6 +114,19 @@ HAND_GRAMMARS: dict[str, tuple[str, list[str]]] = {
         ''',
         ['""', '"abc"', '"' + "abcab" * 60 + '"', '"' + "c" * 290 + '",' + "ab" * 200, '"a",bb'],
     ),
+    # C's unary minus beside `--` and a binary minus: a run of dashes splits every way, so a set
+    # holds a thread per distinct stack depth (tens of threads, many local stack nodes: the hash
+    # tables of pda.thread_sets)
+    "dashes": (
+        r'''
+        root  ::= expr
+        expr  ::= unary (ws "-" ws unary)*
+        unary ::= ("-" | "--") ws unary ws | atom "--"?
+        atom  ::= "x" | "(" expr ")"
+        ws    ::= " "?
+        ''',
+        ["x", "-x", "x--", "x - -x", "--x--", "x" + "-" * 40 + "x", "(" + "-" * 25 + "(x)--)-- --x"],
+    ),
 }
 
 BUNDLED = ["json.gbnf", "arithmetic.lark"] + (["c_like.gbnf", "xml.gbnf"] if FULL else [])
@@ -349,7 +362,7 @@ def test_kernel_equals_reference_on_small_vocabulary(name: str) -> None:
     assert tally.codes[TOKEN_UNCERTAIN], f"{name}: no token was ever uncertain: expansion is not exercised"
 
 
-@pytest.mark.parametrize("name", GRAMMAR_NAMES if FULL else ["json.gbnf", "nested_lists"])
+@pytest.mark.parametrize("name", GRAMMAR_NAMES if FULL else ["json.gbnf", "nested_lists", "dashes"])
 def test_kernel_equals_reference_on_deepseek_sample(name: str, request: pytest.FixtureRequest) -> None:
     case = case_of(name)
     tally = run_matrix(case, deepseek_sample(request, case), stacks_per_state=1 if FULL else 0,

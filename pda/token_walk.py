@@ -244,6 +244,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     loopsk = np.zeros(4, dtype=np.uint64)
     nloopsk = 0  # > 0: loopsk holds the loop bytes of the one thread at depth kdepth
     kdepth = 0
+    kres = TOKEN_ACCEPTED  # what the armed set decides
     utf8k = False
     lbytes = np.zeros(4, dtype=np.uint64)  # the loop bytes of the last one-thread state looked at
     lstate = -1
@@ -294,17 +295,19 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
             lim = min(ln, offsets[prev + 1] - pa)
             while common < lim and data[a + common] == data[pa + common]:
                 common += 1
-        if (nloops > 0 and (bytesets[i, 0] & ~loops[0]) == 0 and (bytesets[i, 1] & ~loops[1]) == 0
-                and ((bytesets[i, 2] & ~loops[2]) == 0 and (bytesets[i, 3] & ~loops[3]) == 0
-                     or utf8 and whole_utf8[i])
-                or nloopsk > 0 and common >= kdepth and valid >= kdepth
-                and (bytesets[i, 0] & ~loopsk[0]) == 0 and (bytesets[i, 1] & ~loopsk[1]) == 0
-                and ((bytesets[i, 2] & ~loopsk[2]) == 0 and (bytesets[i, 3] & ~loopsk[3]) == 0
-                     or utf8k and whole_utf8[i])):
-            # every byte loops on the start state (or its ASCII bytes do and its other characters
-            # are whole and every such character loops), or: the shared prefix leads to one thread
-            # on a state on which the same holds for every byte of the token
-            out[j] = TOKEN_ACCEPTED
+        # every byte loops on the start state (or its ASCII bytes do and its other characters are
+        # whole and every such character loops): accepted; or the shared prefix leads to the set
+        # armed below (kdepth), on whose looping thread the same holds for every byte of the token
+        shortcut = -1
+        if nloops > 0 and (bytesets[i, 0] & ~loops[0]) == 0 and (bytesets[i, 1] & ~loops[1]) == 0 \
+                and ((bytesets[i, 2] & ~loops[2]) == 0 and (bytesets[i, 3] & ~loops[3]) == 0 or utf8 and whole_utf8[i]):
+            shortcut = TOKEN_ACCEPTED
+        elif nloopsk > 0 and common >= kdepth and valid >= kdepth \
+                and (bytesets[i, 0] & ~loopsk[0]) == 0 and (bytesets[i, 1] & ~loopsk[1]) == 0 \
+                and ((bytesets[i, 2] & ~loopsk[2]) == 0 and (bytesets[i, 3] & ~loopsk[3]) == 0 or utf8k and whole_utf8[i]):
+            shortcut = kres
+        if shortcut >= 0:
+            out[j] = shortcut
             valid = min(valid, common)  # the next token shares with the last walked one at most this
             dead_at = -1
             over_at = -1
@@ -326,13 +329,26 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         while d < ln:
             # a thread inside the frame whose next byte loops on its state (or starts a character):
             # when the rest of the token loops there too, it keeps its state and stack to the end,
-            # so it accepts the token whatever the other threads do (an identifier, a string body)
+            # so it accepts the token whatever the other threads do (an identifier, a string body).
+            # When every thread is a context thread, one such thread makes the token uncertain:
+            # no thread inside the frame can come back, and that one survives to the end.
             ls = -1
+            lres = TOKEN_ACCEPTED
+            ctx_only = True
             for k in range(cnt[d]):
                 q = st[d, k]
-                if cx[d, k] == 0 and has_loop[q] and (data[a + d] >= 0xC2 or trans[q, byte_class[data[a + d]]] == q):
-                    ls = q
-                    break
+                if cx[d, k] == 0:
+                    ctx_only = False
+                    if has_loop[q] and (data[a + d] >= 0xC2 or trans[q, byte_class[data[a + d]]] == q):
+                        ls = q
+                        break
+            if ls < 0 and ctx_only:
+                for k in range(cnt[d]):
+                    q = st[d, k]
+                    if has_loop[q] and (data[a + d] >= 0xC2 or trans[q, byte_class[data[a + d]]] == q):
+                        ls = q
+                        lres = TOKEN_UNCERTAIN
+                        break
             if ls >= 0:
                 # when every byte of the token loops on that state, the rest of the token stays
                 # there: accepted, and so is every later token with this prefix whose bytes loop
@@ -353,8 +369,9 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                     utf8k = lutf8
                     nloopsk = 1
                     kdepth = d
+                    kres = lres
                     valid = d
-                    result = TOKEN_ACCEPTED
+                    result = lres
                     break
                 if lcount > 0 and not (j == lfail_tok and ls == lfail_state and d < lfail_at):
                     # only the token's bytes from here on need to loop (a space, then an identifier)
@@ -367,7 +384,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                         p += 1
                     if p == ln:
                         valid = d
-                        result = TOKEN_ACCEPTED
+                        result = lres
                         break
                     lfail_tok = j  # no such shortcut on this state before byte p of this token
                     lfail_state = ls

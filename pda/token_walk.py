@@ -65,7 +65,7 @@ class Workspace(NamedTuple):
     h_node: np.ndarray  # int32[2 * NODES]: the live local nodes by (state, parent), open addressing (-1: free)
     node_slot: np.ndarray  # int32[NODES]: each local node's slot in h_node
     h_thread: np.ndarray  # int32[2 * CAP]: the threads of the set a closure builds, by (state, node, context) ...
-    h_stamp: np.ndarray  # int64[2 * CAP]: ... a slot is in use when its stamp is the closure's (h_stamp[-1] counts)
+    h_stamp: np.ndarray  # int64[2 * CAP + 1]: ... a slot is in use when its stamp is the closure's (the last counts)
     a_top: np.ndarray  # int64[D]: nodes in use after each depth's closure
     seeds_s: np.ndarray
     seeds_n: np.ndarray
@@ -95,7 +95,7 @@ _THREAD = threading.local()  # per thread: workspaces by longest token length
 
 
 def thread_workspace(max_token_len: int) -> Workspace:
-    """This thread's workspace for tokens of at most ``max_token_len`` bytes (about 1.4 MB for 128),
+    """This thread's workspace for tokens of at most ``max_token_len`` bytes (about 1.6 MB for 128),
     shared by every matcher and token-class computation on the thread: a walk never outlives its
     kernel call, so one workspace per thread is enough."""
     mine: dict[int, Workspace] | None = getattr(_THREAD, "by_length", None)
@@ -238,15 +238,15 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                 loops[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
                 nloops += 1
         utf8 = nloops > 0 and utf8_loops(trans, byte_class, start_state)
-    # the same for a one-thread depth >= 1 of the current prefix
+    # the same for a looping thread of a set the current prefix reaches
     class_bytes = np.zeros((trans.shape[1], 4), dtype=np.uint64)  # filled on first use
     class_bytes_ready = False
     loopsk = np.zeros(4, dtype=np.uint64)
-    nloopsk = 0  # > 0: loopsk holds the loop bytes of the one thread at depth kdepth
+    nloopsk = 0  # > 0: loopsk holds the loop bytes of the looping thread armed at depth kdepth
     kdepth = 0
     kres = TOKEN_ACCEPTED  # what the armed set decides
     utf8k = False
-    lbytes = np.zeros(4, dtype=np.uint64)  # the loop bytes of the last one-thread state looked at
+    lbytes = np.zeros(4, dtype=np.uint64)  # the loop bytes of the last looping state looked at
     lstate = -1
     lcount = 0
     lutf8 = False
@@ -258,7 +258,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         j += 1
         if dead_at > 0 and j < ncand:
             # every token below the dead prefix is decided: jump over them (through skip; in a
-            # subset, to the first candidate past the prefix's subtree of the whole trie)
+            # subset, past the candidates that start with the prefix)
             nj = j
             if full:
                 while nj < ncand and lcp[nj] >= dead_at:
@@ -351,8 +351,8 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                         break
             if ls >= 0:
                 # when every byte of the token loops on that state, the rest of the token stays
-                # there: accepted, and so is every later token with this prefix whose bytes loop
-                # there too (armed as kdepth / loopsk)
+                # there: decided (lres), and so is every later token with this prefix whose bytes
+                # loop there too (armed as kdepth / loopsk / kres)
                 if ls != lstate:
                     if not class_bytes_ready:
                         for x in range(256):

@@ -237,7 +237,7 @@ class TokenClasses:
             return None
 
         def walk() -> np.ndarray:
-            cand = unc[self._lengths[unc] <= FRAME_BYTES]
+            cand = unc[self.short_tokens(s)]
             out = np.empty(cand.shape[0], dtype=np.int8)
             walk_tokens(self.kernel, self._trie, cand, s, np.array([ret], dtype=np.int32), True, out,
                         thread_workspace(self._maxlen))

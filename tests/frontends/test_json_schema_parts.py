@@ -231,3 +231,19 @@ def test_inlining_a_chain_of_single_use_rules_flattens_once() -> None:
         want = seq(lit(f'"k{k}":'), digit, lit(","), alt(seq(lit("["), digit, lit("]")), lit("null")), want)
     want = seq(lit("{"), want)
     assert inline_single_use(rules, "root") == {"root": want}
+
+
+def test_pattern_and_not_pattern_stay_one_expression() -> None:
+    """A 16-state DFA whose expression passes 4,000 nodes (Github_hard/o32451) is inlined as an
+    expression, not one rule per DFA state (those cost a push per character in every token walk),
+    and still matches exactly what ``re`` says."""
+    good, bad = r"\.(json|png|tbin|tmx|xnb) *$", "\b" r"\.\.[/]"  # a backspace, as the schema has it
+    g = Grammar.from_json_schema({"type": "string", "allOf": [{"pattern": good}, {"not": {"pattern": bad}}]})
+    assert not [n for n in g.normal.rules if n.startswith("str_")], list(g.normal.rules)
+    rng = random.Random(7)
+    pieces = ["a", ".", "/", "..", "../", "json", "png", "tmx", "xnb", "tbin", " ", "é", "-", "\b", "\b.."]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 7))) for _ in range(400)]
+    texts += ["x.json", "a/../b.png", "../x.tmx", "x.xnb  ", "dir/.../a.tbin", "..json", "\b../a.png", "\b..a.png"]
+    for t in texts:
+        want = bool(re.search(good, t)) and not re.search(bad, t)
+        assert g.accepts(json.dumps(t)) == want, t

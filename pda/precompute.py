@@ -49,6 +49,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -60,7 +61,9 @@ from .kernels import partition_codes, set_bits
 from .lookahead import (
     LookaheadScratch, byte_runs, class_bits, first_byte_weight, frame_key, lookahead_keys, make_scratch, rule_min_lengths,
 )
-from .token_walk import TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, Workspace, thread_workspace, walk_tokens
+from .token_walk import (
+    TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, Workspace, forget_entry_points, thread_workspace, walk_tokens,
+)
 from .normalize import REPEAT_PREFIX
 from .share import SHARED_PREFIX
 from .token_groups import ALL_BYTES, GROUPS, GroupSpec, TokenGroup, token_groups
@@ -165,6 +168,7 @@ class TokenClasses:
         self.by_state: dict[int, StateClasses] = {}
         self.states = np.flatnonzero(aut.has_bytes).tolist()
         self.kernel = kernel_automaton(aut)
+        weakref.finalize(self, forget_entry_points, id(self.kernel))
         self.shared_hits = 0  # states whose classes came from the tokenizer's cache
         self._aut = aut
         self._tok = tok

@@ -125,6 +125,14 @@ _ENTRY_LIMIT = 256  # (automaton, trie, workspace) triples whose compiled entry 
 _entries: dict[tuple[int, int, int], tuple[object, object, object, Any]] = {}
 
 
+def forget_entry_points(automaton_id: int) -> None:
+    """Drop the remembered entry points of the kernel automaton with this ``id`` (and with them the
+    table's references to it): its owner calls this when it dies (``weakref.finalize``), so a
+    compiled grammar's arrays are not kept alive by this table after the grammar is gone."""
+    for key in [k for k in list(_entries) if k[0] == automaton_id]:
+        _entries.pop(key, None)
+
+
 def walk_tokens(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, stack: np.ndarray, expand: bool,
                 out: np.ndarray, ws: Workspace) -> int:
     """Classify the sorted tokens ``cand`` from one top (:func:`_walk_tokens`, which says how).

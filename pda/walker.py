@@ -81,13 +81,21 @@ class _PerState(dict):  # type: ignore[type-arg]
 
 def _tables(aut: Automaton) -> tuple[Any, ...]:
     """The automaton as Python lists (fast to index from Python), built once per automaton; the
-    call lists and transition rows per state as they are first read."""
+    call lists and transition rows per state as they are first read.
+
+    The tables hold the automaton's arrays, never the automaton: a value of the weak-keyed
+    ``_TABLES`` that held its key would keep every compiled grammar alive for good."""
     got = _TABLES.get(aut)
     if got is None:
-        trans = aut.trans
+        trans, ptr, rule, ret = aut.trans, aut.call_ptr, aut.call_rule, aut.call_return
+
+        def calls(s: int) -> list[tuple[int, int]]:
+            a, b = ptr[s], ptr[s + 1]
+            return list(zip(rule[a:b].tolist(), ret[a:b].tolist()))
+
         got = _TABLES[aut] = (
             aut.byte_class.tolist(), aut.is_end.tolist(), aut.has_bytes.tolist(), aut.push_rank.tolist(),
-            _PerState(aut.calls), aut.rule_start.tolist(), _PerState(lambda s: trans[s].tolist()),
+            _PerState(calls), aut.rule_start.tolist(), _PerState(lambda s: trans[s].tolist()),
         )
     return got
 

@@ -1,4 +1,4 @@
-"""Compiling a grammar leaves no reference cycles behind.
+"""Compiling a grammar leaves no reference cycles behind, and a dropped grammar is freed.
 
 Whatever a compile allocates must be freed by reference counting when it is done.  An object
 kept alive by a cycle (a recursive closure over a memo table, a compiler and its helpers pointing
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import gc
 import types
+import weakref
 from pathlib import Path
 from typing import Callable
 
 from pda import GrammarCompiler, GrammarMatcher, TokenizerInfo
+from pda import token_walk
 from pda.grammar import Grammar
 
 GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
@@ -87,3 +89,23 @@ def test_matchers_leave_no_cycles() -> None:
         m.reset()
 
     assert _pda_garbage_of(decode) == []
+
+
+def test_dropped_grammars_are_freed() -> None:
+    """Module-level tables (the byte walker's Python tables, the token walk's entry points) must not
+    keep a compiled grammar's automaton alive once its users drop it: a server compiling a schema
+    per request would otherwise grow without bound."""
+    tokens = [bytes([b]) for b in range(256)] + [b'{"', b'":', b'"}', b"true", b"<eos>"]
+    info = TokenizerInfo.from_vocab_bytes(tokens, stop_token_ids=[len(tokens) - 1])
+    compiled = GrammarCompiler(info, cache=False).compile_json_schema(SCHEMAS[0])
+    m = GrammarMatcher(compiled)
+    for t in [256, *b"name", 257, *b' "x', 258]:
+        m.next_token_mask()
+        assert m.accept_token(t)
+    assert m.accept_string("")  # the byte walker's tables are built too
+    automaton = weakref.ref(compiled.grammar.automaton)
+    kernel_id = id(compiled.kernel)
+    assert any(k[0] == kernel_id for k in token_walk._entries)
+    del m, compiled
+    assert automaton() is None
+    assert not any(k[0] == kernel_id for k in token_walk._entries)

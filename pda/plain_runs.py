@@ -1,0 +1,230 @@
+"""How many plain string characters a state surely consumes: a shortcut for counted strings.
+
+A JSON string of bounded length (``maxLength: 1024``) is a chain of states, one per character, with
+no loop; inside it a token walk cannot take the looping-thread shortcut and walks every byte of
+every token (20-150 ns a token over 129k tokens: 3-30 ms per first visit of a state).  Yet whether a
+token made only of *plain* characters is consumed there depends only on how many characters it
+has and how many the chain still takes.
+
+A plain character is a complete UTF-8 character other than the quote, the backslash and
+U+0000..U+001F: one that stands for itself inside a JSON string.
+
+* :func:`plain_char_counts` gives, per token of a trie, its number of characters when all of them
+  are plain, else -1 (built once per tokenizer).
+* :func:`plain_runs` gives, per automaton state ``s``, a number ``run[s]`` such that *every*
+  sequence of at most ``run[s]`` plain characters is consumed from a frame holding ``s`` without
+  leaving that frame.  It is the largest solution of::
+
+      run[s] = max(base[s], 1 + min(run[t] for t in after_one[s]))   if every plain character
+                                                                     has a byte path from s
+      run[s] = base[s]                                               otherwise
+      base[s] = max(run[rule_start[r]] for each rule r that s calls, default 0)
+
+  where ``after_one[s]`` are the states one plain character leads to along byte moves (the DFA
+  is deterministic, so each character leads to one of them).  By induction on the length, a
+  sequence of ``n <= run[s]`` characters is consumed: either a called rule's start consumes it
+  inside the pushed frame, or its first character leads to a ``t`` with ``run[t] >= n - 1``.
+  Values are capped at :data:`RUN_CAP` (a loop such as ``[^"\\\\]*`` has no bound).
+
+So :meth:`pda.precompute.TokenClasses._walk` accepts a token with ``0 <= chars <= run[s]`` without
+walking it; the others are walked as before, and the classes are the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .tokenizer import TokenTrie
+
+__all__ = ["plain_char_counts", "plain_runs", "RUN_CAP"]
+
+# "At least this many": a token with more characters is walked.  The cap also bounds the solver's
+# sweeps (Bellman-Ford over paths of at most that many characters).
+RUN_CAP = 255
+
+# The byte ranges of each shape of plain UTF-8 character (one range per byte).
+_SHAPES: tuple[tuple[tuple[int, int], ...], ...] = (
+    ((0x20, 0x21),), ((0x23, 0x5B),), ((0x5D, 0x7F),),
+    ((0xC2, 0xDF), (0x80, 0xBF)),
+    ((0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)),
+    ((0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)),
+    ((0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)),
+)
+_MAX_AFTER = 32  # more distinct states after one character than this: counted as no run
+
+
+def plain_char_counts(trie: TokenTrie) -> np.ndarray:
+    """int16 per token of ``trie``: its number of characters when it is made only of plain
+    characters (complete UTF-8), else -1."""
+    lo = np.zeros((len(_SHAPES), 4), np.int32)
+    hi = np.full((len(_SHAPES), 4), -1, np.int32)
+    for k, shape in enumerate(_SHAPES):
+        for p, (a, b) in enumerate(shape):
+            lo[k, p], hi[k, p] = a, b
+    return _plain_counts(trie.data, trie.offsets, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def _plain_counts(data, offsets, lo, hi):  # pragma: no cover - numba
+    n = offsets.shape[0] - 1
+    out = np.full(n, -1, np.int16)
+    for i in range(n):
+        a, b = offsets[i], offsets[i + 1]
+        chars = 0
+        while a < b:
+            width = 0
+            for k in range(lo.shape[0]):
+                if lo[k, 0] <= data[a] <= hi[k, 0]:
+                    w = 1
+                    while w < 4 and hi[k, w] >= 0:
+                        w += 1
+                    good = a + w <= b
+                    for p in range(1, w):
+                        if good and not (lo[k, p] <= data[a + p] <= hi[k, p]):
+                            good = False
+                    if good:
+                        width = w
+                    break
+            if width == 0:
+                chars = -1
+                break
+            chars += 1
+            a += width
+        if chars > 0:
+            out[i] = min(chars, 32767)
+    return out
+
+
+def _shape_classes(byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The shapes as CSR over positions: ``shape_ptr[k]..shape_ptr[k+1]`` are shape k's positions,
+    ``pos_ptr[p]..pos_ptr[p+1]`` the distinct byte classes of position p's range."""
+    shape_ptr, pos_ptr, classes = [0], [0], []
+    for shape in _SHAPES:
+        for lo, hi in shape:
+            classes += sorted(set(byte_class[lo:hi + 1].tolist()))
+            pos_ptr.append(len(classes))
+        shape_ptr.append(len(pos_ptr) - 1)
+    return (np.array(shape_ptr, np.int32), np.array(pos_ptr, np.int32), np.array(classes, np.int32))
+
+
+@njit(cache=True, nogil=True)
+def _after_one(trans, shape_ptr, pos_ptr, classes):  # pragma: no cover - numba
+    """CSR (ptr[S+1], after[]) of the states one plain character leads to from each state; a state
+    where some plain character has no byte path gets no entries and ``ok[s]`` False."""
+    S = trans.shape[0]
+    ptr = np.zeros(S + 1, np.int64)
+    after = np.empty(S * 2 + 16, np.int32)
+    ok = np.zeros(S, np.bool_)
+    found = np.empty(_MAX_AFTER, np.int32)
+    stack_q = np.empty(64, np.int32)
+    stack_p = np.empty(64, np.int32)
+    n = 0
+    for s in range(S):
+        nf = 0
+        good = True
+        for k in range(shape_ptr.shape[0] - 1):
+            first, last = shape_ptr[k], shape_ptr[k + 1]
+            top = 0
+            stack_q[0] = s
+            stack_p[0] = first
+            top = 1
+            while top > 0 and good:
+                top -= 1
+                q, p = stack_q[top], stack_p[top]
+                if p == last:
+                    seen = False
+                    for j in range(nf):
+                        if found[j] == q:
+                            seen = True
+                            break
+                    if not seen:
+                        if nf == _MAX_AFTER:
+                            good = False
+                            break
+                        found[nf] = q
+                        nf += 1
+                    continue
+                for c in range(pos_ptr[p], pos_ptr[p + 1]):
+                    t = trans[q, classes[c]]
+                    if t < 0:
+                        good = False
+                        break
+                    if top == stack_q.shape[0]:
+                        good = False
+                        break
+                    dup = False
+                    for j in range(top):
+                        if stack_q[j] == t and stack_p[j] == p + 1:
+                            dup = True
+                            break
+                    if not dup:
+                        stack_q[top] = t
+                        stack_p[top] = p + 1
+                        top += 1
+            if not good:
+                break
+        if good:
+            ok[s] = True
+            if n + nf > after.shape[0]:
+                grown = np.empty(max(after.shape[0] * 2, n + nf), np.int32)
+                grown[:n] = after[:n]
+                after = grown
+            for j in range(nf):
+                after[n + j] = found[j]
+            n += nf
+        ptr[s + 1] = n
+    return ptr, after[:n].copy(), ok
+
+
+@njit(cache=True, nogil=True)
+def _solve(ptr, after, ok, base, cap):  # pragma: no cover - numba
+    """The largest solution of the equations in the module docstring, from ``run = cap`` down."""
+    S = ok.shape[0]
+    run = np.empty(S, np.int32)
+    for s in range(S):
+        run[s] = cap if ok[s] else base[s]
+    changed = True
+    while changed:
+        changed = False
+        for s in range(S - 1, -1, -1):  # chains are numbered forward: one sweep settles most
+            if not ok[s]:
+                continue
+            m = cap
+            for j in range(ptr[s], ptr[s + 1]):
+                v = run[after[j]] + 1
+                if v < m:
+                    m = v
+            if base[s] > m:
+                m = base[s]
+            if m < run[s]:
+                run[s] = m
+                changed = True
+    return run
+
+
+def plain_runs(trans: np.ndarray, byte_class: np.ndarray, call_ptr: np.ndarray, call_rule: np.ndarray,
+               rule_start: np.ndarray, cap: int = RUN_CAP) -> np.ndarray:
+    """int16 per state: the plain characters it surely consumes in its own frame (module docstring).
+
+    Calls are taken into account round by round (a callee's start value is a base for its callers)
+    until nothing changes; each round's values are sound, so stopping early would only lose runs."""
+    ptr, after, ok = _after_one(trans, *_shape_classes(byte_class))
+    S = trans.shape[0]
+    src = np.repeat(np.arange(S), np.diff(call_ptr))
+    base = np.zeros(S, np.int32)
+    run = _solve(ptr, after, ok, base, cap)
+    for _ in range(8):
+        if not src.shape[0]:
+            break
+        new = np.zeros(S, np.int32)
+        np.maximum.at(new, src, run[rule_start[call_rule]])
+        if np.array_equal(new, base):
+            break
+        base = np.maximum(base, new)
+        run = _solve(ptr, after, ok, base, cap)
+    return run.astype(np.int16)

@@ -1,0 +1,112 @@
+"""Plain-character runs (:mod:`pda.plain_runs`): sound against the reference walk, tight on counted
+strings, and classes with the shortcut equal classes without it."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pda import GrammarCompiler, TokenizerInfo, precompute
+from pda.grammar import Grammar
+from pda.plain_runs import RUN_CAP, plain_char_counts, plain_runs
+from pda.token_walk import TOKEN_ACCEPTED
+from pda.walk_reference import walk_tokens_reference
+
+GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
+
+SCHEMAS: list[dict[str, Any]] = [
+    {"type": "string", "maxLength": 5},
+    {"type": "string", "minLength": 2, "maxLength": 9},
+    {"type": "object", "properties": {"a": {"type": "string", "minLength": 1, "maxLength": 300},
+                                      "b": {"type": "string", "maxLength": 40}}, "required": ["a"]},
+    {"type": "array", "items": {"type": "string", "pattern": "^[a-z é]{2,12}$"}},
+    {"enum": ["alpha", "beta", "ünï", "x y"]},
+]
+# plain characters of 1 to 4 UTF-8 bytes, and one that is not plain inside a JSON string
+PLAIN = ["a", "Z", "7", " ", "~", "é", "中", "😀", "\u2028", "\x7f"]
+
+
+def _runs(g: Grammar) -> np.ndarray:
+    a = g.automaton
+    return plain_runs(a.trans, a.byte_class, a.call_ptr, a.call_rule, a.rule_start)
+
+
+def test_plain_char_counts() -> None:
+    tokens = [b"abc", b'a"', b"\\n", b"\x1f", b"\xc3", b"\xc3\xa9", b"\xed\xa0\x80", "😀x".encode(), b" ", b"\x7f",
+              b"\xa9", "中文".encode()]
+    info = TokenizerInfo.from_vocab_bytes(tokens)
+    trie = info.trie
+    got = {trie.data[trie.offsets[i]:trie.offsets[i + 1]].tobytes(): int(c)
+           for i, c in enumerate(plain_char_counts(trie))}
+    assert got == {b"abc": 3, b'a"': -1, b"\\n": -1, b"\x1f": -1, b"\xc3": -1, b"\xc3\xa9": 1, b"\xed\xa0\x80": -1,
+                   "😀x".encode(): 2, b" ": 1, b"\x7f": 1, b"\xa9": -1, "中文".encode(): 2}
+
+
+@pytest.mark.parametrize("source", [*range(len(SCHEMAS)), "json.gbnf", "c_like.gbnf"])
+def test_runs_are_sound(source: int | str) -> None:
+    """Every sequence of at most ``run[s]`` plain characters is consumed inside ``s``'s frame, as the
+    reference walk says (random sequences, at most 8 characters, every state with a run)."""
+    g = (Grammar.from_json_schema(SCHEMAS[source]) if isinstance(source, int)
+         else Grammar.from_ebnf((GRAMMARS / source).read_text()))
+    run = _runs(g)
+    rng = random.Random(str(source))
+    states = np.flatnonzero(run > 0).tolist()
+    assert bool(states) == (source not in (3, 4))  # a pattern of a few letters, an enum: no run of every character
+    for s in rng.sample(states, min(len(states), 150)):
+        texts = ["".join(rng.choice(PLAIN) for _ in range(rng.randint(1, min(8, int(run[s]))))) for _ in range(6)]
+        codes = walk_tokens_reference(g.automaton, [t.encode() for t in texts], s, [], False)
+        assert codes == [TOKEN_ACCEPTED] * len(texts), (s, int(run[s]), texts, codes)
+
+
+def _after(g: Grammar, text: str) -> list[int]:
+    from pda.stack import StackArena
+    from pda.walker import Walker
+
+    w = Walker(g.automaton, StackArena())
+    cfg = w.initial()
+    for b in text.encode():
+        cfg = w.step(cfg, b)
+    return [s for s, _ in cfg.tops]
+
+
+def test_runs_are_tight_on_counted_strings() -> None:
+    short = Grammar.from_json_schema(SCHEMAS[0])
+    assert _runs(short)[_after(short, '"')].tolist() == [5]
+    assert _runs(short)[_after(short, '"ab')].tolist() == [3]
+    ranged = Grammar.from_json_schema(SCHEMAS[1])
+    assert _runs(ranged)[_after(ranged, '"')].tolist() == [9]
+    long = Grammar.from_json_schema({"type": "string", "maxLength": 3000})  # blocks called as rules
+    assert long.normal.rules.keys() - {"$root"}
+    assert _runs(long)[_after(long, '"')].max() == 55  # inside the first block of ~√3000 characters
+    assert _runs(long)[_after(long, '"' + "x" * 2990)].max() == 10
+    free = Grammar.from_json_schema({"type": "string"})
+    assert _runs(free)[_after(free, '"')].tolist() == [RUN_CAP]
+
+
+def _all_classes(info: TokenizerInfo, schema: dict[str, Any]) -> dict[int, tuple[list[int], list[int]]]:
+    compiled = GrammarCompiler(info, cache=False).compile_json_schema(schema)
+    classes = compiled.classes
+    out = {}
+    for s in classes.states:
+        c = classes.get(s)
+        acc = np.flatnonzero(c.accepted_mask(info.trie.order, classes.words)).tolist()
+        out[s] = (acc, c.uncertain.tolist())
+    return out
+
+
+@pytest.mark.parametrize("schema", SCHEMAS[1:4])
+def test_classes_equal_without_the_shortcut(schema: dict[str, Any], deepseek_tokenizer: Any,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The token classes of every state, with and without plain runs, over 6,000 DeepSeek tokens
+    (each mode with a tokenizer of its own: the class cache is per tokenizer)."""
+    every = [b for b in TokenizerInfo.from_huggingface(deepseek_tokenizer).token_bytes if b]
+    rng = random.Random(0)
+    tokens = sorted(set(rng.sample(every, 6000)) | {b'"', b'",', b"a", b"ab", b"\\n", "é".encode()})
+    with_runs = _all_classes(TokenizerInfo.from_vocab_bytes(tokens), schema)
+    monkeypatch.setattr(precompute, "plain_runs", lambda trans, *rest: np.zeros(trans.shape[0], np.int16))
+    without = _all_classes(TokenizerInfo.from_vocab_bytes(tokens), schema)
+    assert with_runs == without

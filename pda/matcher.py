@@ -25,6 +25,7 @@ import numpy as np
 
 from .bitmask import _row_view_for_fill
 from .kernels import set_bits
+from .plain_runs import stack_run
 from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, thread_workspace, walk_tokens
 from .stack import BOTTOM, StackArena
 from .walker import Config, Walker, as_bytes
@@ -309,6 +310,15 @@ class GrammarMatcher:
         fallback = paths is None
         ws = thread_workspace(comp.max_token_length)
         walked: list[tuple[int, tuple[int, ...]]] = []  # (frames read, those frames) of each walk
+        if paths:  # tokens of plain string characters within the run over the stack (pda.plain_runs)
+            classes = comp.classes
+            run, to_end, chars = classes.plain_runs(), classes.plain_to_end(), None
+            for path in paths:
+                within, frames = stack_run(run, to_end, s, path)
+                if frames:
+                    chars = classes.plain_chars()[unc] if chars is None else chars
+                    ok |= (chars >= 0) & (chars <= within)
+                    read = max(read, frames)  # type: ignore[type-var]
         for path in paths or ():
             # A walk answers alike for every stack that agrees on the frames it read (what makes
             # the mask cache exact): a stack that agrees with a walked one there adds nothing.

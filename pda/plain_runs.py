@@ -28,6 +28,13 @@ U+0000..U+001F: one that stands for itself inside a JSON string.
 
 So :meth:`pda.precompute.TokenClasses._walk` accepts a token with ``0 <= chars <= run[s]`` without
 walking it; the others are walked as before, and the classes are the same.
+
+On a real stack a counted string goes on past its frame: a block of characters called as a rule
+(long ``maxLength``, :mod:`pda.normalize`) ends, and its caller calls the next block.
+:func:`plain_to_end` gives ``to_end[s]``: ``k`` when every sequence of ``k`` plain characters leads
+from ``s`` to an end state along byte moves (0 at an end state; -1 when there is no such ``k``),
+and :func:`stack_run` adds up the runs over the frames below (see there).  The matcher accepts the
+uncertain tokens within that run without walking them, and its cache keys read those frames.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from numba import njit
 
 from .tokenizer import TokenTrie
 
-__all__ = ["plain_char_counts", "plain_runs", "RUN_CAP"]
+__all__ = ["plain_char_counts", "plain_runs", "plain_to_end", "stack_run", "RUN_CAP"]
 
 # "At least this many": a token with more characters is walked.  The cap also bounds the solver's
 # sweeps (Bellman-Ford over paths of at most that many characters).
@@ -98,6 +105,16 @@ def _plain_counts(data, offsets, lo, hi):  # pragma: no cover - numba
         if chars > 0:
             out[i] = min(chars, 32767)
     return out
+
+
+def plain_to_end(trans: np.ndarray, byte_class: np.ndarray, is_end: np.ndarray, cap: int = RUN_CAP) -> np.ndarray:
+    """int16 per state: ``to_end`` of the module docstring (-1: none)."""
+    ptr, after, ok = _plain_moves(trans, byte_class)
+    return _solve_to_end(ptr, after, ok, is_end, cap).astype(np.int16)
+
+
+def _plain_moves(trans: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return _after_one(trans, *_shape_classes(byte_class))  # type: ignore[no-any-return]
 
 
 def _shape_classes(byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -207,13 +224,72 @@ def _solve(ptr, after, ok, base, cap):  # pragma: no cover - numba
     return run
 
 
+@njit(cache=True, nogil=True)
+def _solve_to_end(ptr, after, ok, is_end, cap):  # pragma: no cover - numba
+    """``to_end`` of the module docstring: 0 at an end state; ``k + 1`` where every plain character
+    leads to states whose ``to_end`` is ``k``; -1 otherwise (or past ``cap``)."""
+    S = ok.shape[0]
+    out = np.full(S, -2, np.int32)  # -2: not known yet
+    for s in range(S):
+        if is_end[s]:
+            out[s] = 0
+        elif not ok[s] or ptr[s] == ptr[s + 1]:
+            out[s] = -1
+    changed = True
+    while changed:
+        changed = False
+        for s in range(S - 1, -1, -1):
+            if out[s] != -2:
+                continue
+            k, bad, unknown = -3, False, False
+            for j in range(ptr[s], ptr[s + 1]):
+                v = out[after[j]]
+                if v == -1 or (v >= 0 and k >= 0 and v != k):
+                    bad = True
+                    break
+                if v == -2:
+                    unknown = True
+                elif k == -3:
+                    k = v
+            if bad:
+                out[s] = -1
+                changed = True
+            elif not unknown:
+                out[s] = k + 1 if k + 1 <= cap else -1
+                changed = True
+    for s in range(S):
+        if out[s] == -2:  # on a cycle of states that never end
+            out[s] = -1
+    return out
+
+
+def stack_run(run: np.ndarray, to_end: np.ndarray, s: int, path: np.ndarray, cap: int = RUN_CAP) -> tuple[int, int]:
+    """The plain characters surely consumed from top ``s`` over the linear stack ``path`` (return
+    states, bottom first), and how many frames of it that read::
+
+        R(s, path + [r]) = max(run[s], to_end[s] + R(r, path))   when to_end[s] >= 0
+        R(s, path)       = run[s]                                 otherwise
+
+    A sequence no longer than ``to_end[s]`` is a prefix of one that reaches an end state, so it
+    is consumed; a longer one reaches an end after ``to_end[s]`` characters, pops into ``r`` and
+    goes on from there."""
+    total, read, best = 0, 0, int(run[s])
+    q = s
+    while to_end[q] >= 0 and read < path.shape[0] and total + to_end[q] < cap:
+        total += int(to_end[q])
+        q = int(path[path.shape[0] - 1 - read])
+        read += 1
+        best = max(best, total + int(run[q]))
+    return min(best, cap), read
+
+
 def plain_runs(trans: np.ndarray, byte_class: np.ndarray, call_ptr: np.ndarray, call_rule: np.ndarray,
                rule_start: np.ndarray, cap: int = RUN_CAP) -> np.ndarray:
     """int16 per state: the plain characters it surely consumes in its own frame (module docstring).
 
     Calls are taken into account round by round (a callee's start value is a base for its callers)
     until nothing changes; each round's values are sound, so stopping early would only lose runs."""
-    ptr, after, ok = _after_one(trans, *_shape_classes(byte_class))
+    ptr, after, ok = _plain_moves(trans, byte_class)
     S = trans.shape[0]
     src = np.repeat(np.arange(S), np.diff(call_ptr))
     base = np.zeros(S, np.int32)

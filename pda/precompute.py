@@ -65,7 +65,7 @@ from .token_walk import (
     TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, Workspace, forget_entry_points, thread_workspace, walk_tokens,
 )
 from .normalize import REPEAT_PREFIX
-from .plain_runs import plain_char_counts, plain_runs
+from .plain_runs import plain_char_counts, plain_runs, plain_to_end
 from .share import SHARED_PREFIX
 from .token_groups import ALL_BYTES, GROUPS, GroupSpec, TokenGroup, token_groups
 from .tokenizer import TokenizerInfo
@@ -183,7 +183,8 @@ class TokenClasses:
         self._minlen = rule_min_lengths(self.kernel) if self._keyed else np.zeros(0, np.int32)
         self._lengths = np.diff(self._trie.offsets)
         self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
-        self._runs_of_plain: np.ndarray | None = None  # _plain_runs
+        self._runs_of_plain: np.ndarray | None = None  # plain_runs
+        self._to_end_of_plain: np.ndarray | None = None  # plain_to_end
         self._chars_of_plain: dict[int, np.ndarray] = {}  # id(level trie) -> _plain_chars
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
         # byte set -> (its keyed groups, their bounds, their caps): one lookahead search each
@@ -260,7 +261,7 @@ class TokenClasses:
             got = self._short[s] = self._lengths[self.get(s).uncertain] <= FRAME_BYTES
         return got
 
-    def _plain_runs(self) -> np.ndarray:
+    def plain_runs(self) -> np.ndarray:
         """:func:`pda.plain_runs.plain_runs` of the automaton, made on first use."""
         got = self._runs_of_plain
         if got is None:
@@ -268,14 +269,25 @@ class TokenClasses:
             got = self._runs_of_plain = plain_runs(a.trans, a.byte_class, a.call_ptr, a.call_rule, a.rule_start)
         return got
 
+    def plain_to_end(self) -> np.ndarray:
+        """:func:`pda.plain_runs.plain_to_end` of the automaton, made on first use."""
+        got = self._to_end_of_plain
+        if got is None:
+            a = self._aut
+            got = self._to_end_of_plain = plain_to_end(a.trans, a.byte_class, a.is_end)
+        return got
+
+    def plain_chars(self) -> np.ndarray:
+        """:func:`pda.plain_runs.plain_char_counts` of every token (sorted-trie order), per tokenizer."""
+        return self._tok.class_cache.get(  # type: ignore[no-any-return]
+            "pda-plain-chars", lambda: plain_char_counts(self._trie), lambda v: v.nbytes)
+
     def _plain_chars(self, level: TokenGroup) -> np.ndarray:
-        """:func:`pda.plain_runs.plain_char_counts` of the tokens of ``level``, in its trie's order."""
+        """:meth:`plain_chars` of the tokens of ``level``, in its trie's order."""
         got = self._chars_of_plain.get(id(level.trie))
         if got is None:
-            every = self._tok.class_cache.get("pda-plain-chars", lambda: plain_char_counts(self._trie),
-                                              lambda v: v.nbytes)
-            got = self._chars_of_plain[id(level.trie)] = every[level.to_main]
-        return got  # type: ignore[no-any-return]
+            got = self._chars_of_plain[id(level.trie)] = self.plain_chars()[level.to_main]
+        return got
 
     def _walk(self, level: TokenGroup, s: int, ws: Workspace) -> StateClasses:
         """The classes of the tokens of group ``level`` from a bare frame holding only ``s``.
@@ -287,7 +299,7 @@ class TokenClasses:
         for start in self._escape_starts.get(s, ()):
             mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
             pre = mask if pre is None else pre | mask
-        run = int(self._plain_runs()[s])
+        run = int(self.plain_runs()[s])
         if run > 0:  # plain characters the state surely consumes (pda.plain_runs)
             chars = self._plain_chars(level)
             plain = (chars >= 0) & (chars <= run)

@@ -1,5 +1,6 @@
-"""Plain-character runs (:mod:`pda.plain_runs`): sound against the reference walk, tight on counted
-strings, and classes with the shortcut equal classes without it."""
+"""Plain-character runs (:mod:`pda.plain_runs`): sound against the reference walk (in a frame and
+over real stacks), tight on counted strings, and classes and masks with the shortcut equal those
+without it."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pda import GrammarCompiler, TokenizerInfo, precompute
+from pda import GrammarCompiler, GrammarMatcher, TokenizerInfo, precompute
 from pda.grammar import Grammar
-from pda.plain_runs import RUN_CAP, plain_char_counts, plain_runs
+from pda.plain_runs import RUN_CAP, plain_char_counts, plain_runs, plain_to_end, stack_run
 from pda.token_walk import TOKEN_ACCEPTED
 from pda.walk_reference import walk_tokens_reference
 
@@ -109,4 +110,59 @@ def test_classes_equal_without_the_shortcut(schema: dict[str, Any], deepseek_tok
     with_runs = _all_classes(TokenizerInfo.from_vocab_bytes(tokens), schema)
     monkeypatch.setattr(precompute, "plain_runs", lambda trans, *rest: np.zeros(trans.shape[0], np.int16))
     without = _all_classes(TokenizerInfo.from_vocab_bytes(tokens), schema)
+    assert with_runs == without
+
+
+def test_stack_runs_are_sound_across_blocks() -> None:
+    """On real stacks inside a long string (blocks of ~55 characters called as rules), every
+    sequence within :func:`stack_run`'s run is consumed on that stack (reference walk, run-time
+    check), and the run reaches past the block the top is in."""
+    tokens = [bytes([b]) for b in range(32, 127)] + ["é".encode(), b"<eos>"]
+    info = TokenizerInfo.from_vocab_bytes(tokens, stop_token_ids=[len(tokens) - 1])
+    compiled = GrammarCompiler(info, cache=False).compile_json_schema({"type": "string", "maxLength": 3000})
+    aut = compiled.grammar.automaton
+    run, to_end = plain_runs(aut.trans, aut.byte_class, aut.call_ptr, aut.call_rule, aut.rule_start), \
+        plain_to_end(aut.trans, aut.byte_class, aut.is_end)
+    rng = random.Random(1)
+    crossed = 0
+    for n in [0, 1, 40, 50, 54, 55, 56, 100, 1500, 2950, 2990, 2999]:
+        m = GrammarMatcher(compiled)
+        assert m.accept_string('"' + "x" * n)
+        for s, parents in m._cfg.tops:
+            for path in m._stack_paths(parents) or ():
+                got, frames = stack_run(run, to_end, s, path)
+                assert got <= 3000 - n
+                crossed += got > run[s]
+                if got == 0:
+                    continue
+                texts = ["".join(rng.choice(PLAIN) for _ in range(rng.randint(max(1, got - 3), got))) for _ in range(4)]
+                codes = walk_tokens_reference(aut, [t.encode() for t in texts], s, path, False)
+                assert codes == [TOKEN_ACCEPTED] * len(texts), (n, s, path.tolist(), got, frames, texts)
+    assert crossed
+
+
+def _masks(info: TokenizerInfo, schema: dict[str, Any], text: str) -> list[list[int]]:
+    compiled = GrammarCompiler(info, cache=False).compile_json_schema(schema)
+    m = GrammarMatcher(compiled)
+    out = []
+    for ch in text:
+        out.append(m.next_token_mask().tolist())
+        assert m.accept_string(ch)
+    return out
+
+
+def test_masks_equal_without_the_stack_shortcut(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Masks along a long string (blocks called as rules) up to its last characters, with and without
+    :func:`stack_run` in the matcher's survivors (each with a tokenizer of its own), over 6,000
+    DeepSeek tokens."""
+    from pda import matcher
+
+    every = [b for b in TokenizerInfo.from_huggingface(deepseek_tokenizer).token_bytes if b]
+    rng = random.Random(2)
+    tokens = sorted(set(rng.sample(every, 6000)) | {b'"', b'",', b"a", b"ab", b"\\n", "é".encode()})
+    schema = {"type": "object", "properties": {"a": {"type": "string", "minLength": 10, "maxLength": 600}}}
+    text = '{"a": "' + "".join(rng.choice(PLAIN[:8]) for _ in range(597)) + '"}'
+    with_runs = _masks(TokenizerInfo.from_vocab_bytes(tokens), schema, text)
+    monkeypatch.setattr(matcher, "stack_run", lambda *args: (0, 0))
+    without = _masks(TokenizerInfo.from_vocab_bytes(tokens), schema, text)
     assert with_runs == without

@@ -133,6 +133,25 @@ def forget_entry_points(automaton_id: int) -> None:
         _entries.pop(key, None)
 
 
+# the kinds of the eight arguments (:func:`_kinds`) -> the kernel's compiled entry point for them:
+# every new grammar brings a new automaton of the same kinds, and numba's dispatcher took 0.5 ms
+# to type a new triple's NamedTuples of arrays
+_by_kinds: dict[tuple[Any, ...], Any] = {}
+
+
+def _array_kind(x: object) -> tuple[Any, ...]:
+    """What numba's type of ``x`` depends on: for an array its dtype, rank, layout, writability and
+    alignment; for anything else its Python type."""
+    if isinstance(x, np.ndarray):
+        f = x.flags
+        return (x.dtype.str, x.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+    return (type(x),)
+
+
+def _kinds(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((type(x), *map(_array_kind, x)) if isinstance(x, tuple) else _array_kind(x) for x in args)
+
+
 def walk_tokens(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, stack: np.ndarray, expand: bool,
                 out: np.ndarray, ws: Workspace) -> int:
     """Classify the sorted tokens ``cand`` from one top (:func:`_walk_tokens`, which says how).
@@ -142,7 +161,9 @@ def walk_tokens(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, 
     workspace live long, so after the first call with them the compiled entry point is called
     directly (about 2 µs); it checks each array's dtype and rank as it unboxes it (a TypeError
     before any work: then the dispatcher chooses), and the per-call arrays are checked contiguous
-    here, as the entry compiled for them assumes."""
+    here, as the entry compiled for them assumes.  The first call with a new triple finds the
+    entry point by the kinds of its arrays (:data:`_by_kinds`, about 40 µs), not through the
+    dispatcher."""
     key = (id(A), id(T), id(ws))
     got = _entries.get(key)
     if got is not None and cand.flags.c_contiguous and stack.flags.c_contiguous and out.flags.c_contiguous:
@@ -150,15 +171,23 @@ def walk_tokens(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, 
             return got[3](A, T, cand, start_state, stack, expand, out, ws)  # type: ignore[no-any-return]
         except TypeError:
             pass
-    read = _walk_tokens(A, T, cand, start_state, stack, expand, out, ws)
+    args = (A, T, cand, start_state, stack, expand, out, ws)
     overloads = getattr(_walk_tokens, "overloads", None)  # None: NUMBA_DISABLE_JIT
-    if overloads is not None:
-        sig = tuple(_walk_tokens.typeof_pyval(x) for x in (A, T, cand, start_state, stack, expand, out, ws))
-        compiled = overloads.get(sig)
+    if overloads is None:
+        return int(_walk_tokens(*args))
+    kinds = _kinds(args)
+    entry = _by_kinds.get(kinds)
+    if entry is None:  # the dispatcher types the arguments and compiles (or loads) the kernel
+        read = _walk_tokens(*args)
+        compiled = overloads.get(tuple(_walk_tokens.typeof_pyval(x) for x in args))
         if compiled is not None:
-            if len(_entries) >= _ENTRY_LIMIT:
-                _entries.clear()
-            _entries[key] = (A, T, ws, compiled.entry_point)
+            entry = _by_kinds[kinds] = compiled.entry_point
+    else:
+        read = entry(*args)
+    if entry is not None:
+        if len(_entries) >= _ENTRY_LIMIT:
+            _entries.clear()
+        _entries[key] = (A, T, ws, entry)
     return int(read)
 
 

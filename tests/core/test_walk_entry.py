@@ -1,0 +1,55 @@
+""":func:`pda.token_walk.walk_tokens` calls the kernel's compiled entry point directly: for a triple
+(automaton, trie, workspace) it has seen, and, for a new one, the entry of arguments of the same
+kinds.  Either way the codes are the dispatcher's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pda import GrammarCompiler, TokenizerInfo, token_walk
+from pda.token_walk import thread_workspace, walk_tokens
+
+
+class _Counting:
+    """The kernel's dispatcher, counting the calls that go through it."""
+
+    def __init__(self, dispatcher: Any) -> None:
+        self.dispatcher = dispatcher
+        self.calls = 0
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        return self.dispatcher(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.dispatcher, name)
+
+
+def test_a_new_automaton_reuses_the_entry_of_its_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    tokens = [bytes([b]) for b in range(32, 127)] + [b'"a', b'bc"', b"12", b"<eos>"]
+    info = TokenizerInfo.from_vocab_bytes(tokens, stop_token_ids=[len(tokens) - 1])
+    compiler = GrammarCompiler(info, cache=False)
+    trie = info.trie
+    cand = np.arange(trie.order.shape[0], dtype=np.int32)
+    stack = np.zeros(0, dtype=np.int32)
+    kernel_of = token_walk._walk_tokens
+    counting = _Counting(kernel_of)
+    for k, schema in enumerate([{"type": "string", "maxLength": 4}, {"type": "array", "items": {"type": "integer"}},
+                                {"enum": ["bc", 12, None]}]):
+        kernel = compiler.compile_json_schema(schema).kernel
+        ws = thread_workspace(int(np.diff(trie.offsets).max()))
+        kinds = len(token_walk._by_kinds)
+        for s in range(min(kernel.trans.shape[0], 12)):
+            got = np.empty(cand.shape[0], np.int8)
+            want = np.empty(cand.shape[0], np.int8)
+            read = walk_tokens(kernel, trie, cand, s, stack, True, got, ws)
+            assert read == kernel_of(kernel, trie, cand, s, stack, True, want, ws)
+            assert got.tolist() == want.tolist()
+        assert (id(kernel), id(trie), id(ws)) in token_walk._entries
+        if k:  # the first schema may have brought the first entry of these kinds
+            assert len(token_walk._by_kinds) == kinds
+            assert counting.calls == 0  # no walk went through the dispatcher
+        monkeypatch.setattr(token_walk, "_walk_tokens", counting)

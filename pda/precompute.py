@@ -42,6 +42,13 @@ classifies those tokens once more, from the state with one return state below it
 expansion below that), under a digest of what a walk on that one-frame stack can see
 (:func:`pda.lookahead.frame_key`): alike at every block far from the repeat's end, so the walk is
 done once per position in a block, not once per block.
+
+**Plain runs.**  A counted string has no loop, so a walk cannot take the looping-thread shortcut
+and walks every byte of every token.  :mod:`pda.plain_runs` gives each state the number of plain
+characters (no quote, backslash or control character) it surely consumes in its frame; a token
+made only of plain characters and no longer than that is accepted without a walk (in
+:meth:`TokenClasses._walk`, before any group walk).  The matcher does the same for the uncertain
+tokens over the real stack (:func:`pda.plain_runs.stack_run`), reading the frames it needs.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import numpy as np
 
 from .bitmask import _row_view_for_fill
 from .kernels import set_bits
-from .plain_runs import stack_run
+from .plain_runs import mark_within, stack_run
 from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, thread_workspace, walk_tokens
 from .stack import BOTTOM, StackArena
 from .walker import Config, Walker, as_bytes
@@ -312,12 +312,11 @@ class GrammarMatcher:
         walked: list[tuple[int, tuple[int, ...]]] = []  # (frames read, those frames) of each walk
         if paths:  # tokens of plain string characters within the run over the stack (pda.plain_runs)
             classes = comp.classes
-            run, to_end, chars = classes.plain_runs(), classes.plain_to_end(), None
+            run, to_end = classes.plain_runs(), classes.plain_to_end()
             for path in paths:
                 within, frames = stack_run(run, to_end, s, path)
                 if frames:
-                    chars = classes.plain_chars()[unc] if chars is None else chars
-                    ok |= (chars >= 0) & (chars <= within)
+                    mark_within(classes.plain_chars(), unc, within, ok)
                     read = max(read, frames)  # type: ignore[type-var]
         for path in paths or ():
             # A walk answers alike for every stack that agrees on the frames it read (what makes

@@ -44,7 +44,7 @@ from numba import njit
 
 from .tokenizer import TokenTrie
 
-__all__ = ["plain_char_counts", "plain_runs", "plain_to_end", "stack_run", "RUN_CAP"]
+__all__ = ["plain_char_counts", "plain_runs", "plain_to_end", "stack_run", "mark_within", "RUN_CAP"]
 
 # "At least this many": a token with more characters is walked.  The cap also bounds the solver's
 # sweeps (Bellman-Ford over paths of at most that many characters).
@@ -281,6 +281,16 @@ def stack_run(run: np.ndarray, to_end: np.ndarray, s: int, path: np.ndarray, cap
         read += 1
         best = max(best, total + int(run[q]))
     return min(best, cap), read
+
+
+@njit(cache=True, nogil=True)
+def mark_within(chars, tokens, run, ok):  # pragma: no cover - numba
+    """Set ``ok[j]`` for each token ``tokens[j]`` made of at most ``run`` plain characters
+    (``chars``: :func:`plain_char_counts` of the whole trie)."""
+    for j in range(tokens.shape[0]):
+        c = chars[tokens[j]]
+        if c >= 0 and c <= run:
+            ok[j] = True
 
 
 def plain_runs(trans: np.ndarray, byte_class: np.ndarray, call_ptr: np.ndarray, call_rule: np.ndarray,

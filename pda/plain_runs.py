@@ -29,6 +29,11 @@ U+0000..U+001F: one that stands for itself inside a JSON string.
 So :meth:`pda.precompute.TokenClasses._walk` accepts a token with ``0 <= chars <= run[s]`` without
 walking it; the others are walked as before, and the classes are the same.
 
+In the block of a long string (a rule that escapes, :mod:`pda.precompute`), where ``to_end[s]``
+is known and no plain sequence one longer than ``run[s]`` is consumed in the frame
+(:func:`consumes_more`), a plain token longer than ``run[s]`` reaches the block's end and cannot
+stay in it: it is *uncertain* without a walk as well.
+
 On a real stack a counted string goes on past its frame: a block of characters called as a rule
 (long ``maxLength``, :mod:`pda.normalize`) ends, and its caller calls the next block.
 :func:`plain_to_end` gives ``to_end[s]``: ``k`` when every sequence of ``k`` plain characters leads
@@ -44,7 +49,8 @@ from numba import njit
 
 from .tokenizer import TokenTrie
 
-__all__ = ["plain_char_counts", "plain_runs", "plain_to_end", "stack_run", "mark_within", "RUN_CAP"]
+__all__ = ["plain_char_counts", "plain_runs", "plain_to_end", "plain_shapes", "consumes_more", "stack_run", "mark_within",
+           "RUN_CAP"]
 
 # "At least this many": a token with more characters is walked.  The cap also bounds the solver's
 # sweeps (Bellman-Ford over paths of at most that many characters).
@@ -281,6 +287,65 @@ def stack_run(run: np.ndarray, to_end: np.ndarray, s: int, path: np.ndarray, cap
         read += 1
         best = max(best, total + int(run[q]))
     return min(best, cap), read
+
+
+def plain_shapes(byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The plain characters' byte shapes over ``byte_class`` (for :func:`consumes_more`)."""
+    return _shape_classes(byte_class)
+
+
+@njit(cache=True, nogil=True)
+def consumes_more(trans, call_ptr, shape_ptr, pos_ptr, classes, s, n):  # pragma: no cover - numba
+    """Whether some sequence of ``n + 1`` plain characters may be consumed inside the frame of
+    ``s`` (True also when it cannot tell: a call on the way, too wide a frontier).  False means
+    ``n`` is also an upper bound: a plain token longer than that needs the frame below."""
+    frontier = np.empty(64, np.int32)
+    nxt = np.empty(64, np.int32)
+    stack_q = np.empty(64, np.int32)
+    stack_p = np.empty(64, np.int32)
+    frontier[0] = s
+    nf = 1
+    for _ in range(n + 1):
+        nn = 0
+        for i in range(nf):
+            q0 = frontier[i]
+            for k in range(shape_ptr.shape[0] - 1):
+                first, last = shape_ptr[k], shape_ptr[k + 1]
+                stack_q[0] = q0
+                stack_p[0] = first
+                top = 1
+                while top > 0:
+                    top -= 1
+                    q, p = stack_q[top], stack_p[top]
+                    if call_ptr[q + 1] > call_ptr[q]:
+                        return True
+                    if p == last:
+                        seen = False
+                        for j in range(nn):
+                            if nxt[j] == q:
+                                seen = True
+                                break
+                        if not seen:
+                            if nn == nxt.shape[0]:
+                                return True
+                            nxt[nn] = q
+                            nn += 1
+                        continue
+                    for c in range(pos_ptr[p], pos_ptr[p + 1]):
+                        t = trans[q, classes[c]]
+                        if t < 0:
+                            continue
+                        if top == stack_q.shape[0]:
+                            return True
+                        stack_q[top] = t
+                        stack_p[top] = p + 1
+                        top += 1
+        if nn == 0:
+            return False
+        for j in range(nn):
+            frontier[j] = nxt[j]
+        nf = nn
+    return True
 
 
 @njit(cache=True, nogil=True)

@@ -72,7 +72,7 @@ from .token_walk import (
     TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, Workspace, forget_entry_points, thread_workspace, walk_tokens,
 )
 from .normalize import REPEAT_PREFIX
-from .plain_runs import plain_char_counts, plain_runs, plain_to_end
+from .plain_runs import consumes_more, plain_char_counts, plain_runs, plain_shapes, plain_to_end
 from .share import SHARED_PREFIX
 from .token_groups import ALL_BYTES, GROUPS, GroupSpec, TokenGroup, token_groups
 from .tokenizer import TokenizerInfo
@@ -192,6 +192,7 @@ class TokenClasses:
         self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
         self._runs_of_plain: np.ndarray | None = None  # plain_runs
         self._to_end_of_plain: np.ndarray | None = None  # plain_to_end
+        self._shapes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # plain_shapes
         self._chars_of_plain: dict[int, np.ndarray] = {}  # id(level trie) -> _plain_chars
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
         # byte set -> (its keyed groups, their bounds, their caps): one lookahead search each
@@ -307,19 +308,36 @@ class TokenClasses:
             mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
             pre = mask if pre is None else pre | mask
         run = int(self.plain_runs()[s])
+        beyond = None
         if run > 0:  # plain characters the state surely consumes (pda.plain_runs)
             chars = self._plain_chars(level)
             plain = (chars >= 0) & (chars <= run)
             pre = plain if pre is None else pre | plain
-        if pre is not None and pre.sum() * 2 < pre.shape[0]:
-            pre = None  # a walk of most of the level is faster over all of it (lcp skips, loops)
-        cand = level.cand if pre is None else level.cand[~pre]
+            if self._leaves_after_run(s, run):
+                beyond = chars > run
+        decided = pre if beyond is None else beyond if pre is None else pre | beyond
+        if decided is not None and decided.sum() * 2 < decided.shape[0]:
+            pre = beyond = decided = None  # a walk of most of the level is faster over all of it (lcp skips, loops)
+        cand = level.cand if decided is None else level.cand[~decided]
         out = np.empty(cand.shape[0], dtype=np.int8)
         walk_tokens(self.kernel, level.trie, cand, s, np.zeros(0, dtype=np.int32), True, out, ws)
         acc, unc = partition_codes(out, cand, level.trie.order)
         if pre is not None:
             acc = np.concatenate([level.trie.order[pre], acc])
+        if beyond is not None:
+            unc = np.sort(np.concatenate([level.cand[beyond], unc]))
         return _classes_of(acc, level.to_main[unc] if level.trie is not self._trie else unc, self.words)
+
+    def _leaves_after_run(self, s: int, run: int) -> bool:
+        """Whether every plain token longer than ``run`` is uncertain from ``s``: its rule escapes,
+        its first ``to_end[s]`` characters reach an end state (where the thread escapes), and none is
+        consumed in the frame (:func:`pda.plain_runs.consumes_more`)."""
+        A = self.kernel
+        if not A.rule_escape[A.state_rule[s]] or self.plain_to_end()[s] < 0:
+            return False
+        if self._shapes is None:
+            self._shapes = plain_shapes(A.byte_class)
+        return not consumes_more(A.trans, A.call_ptr, *self._shapes, s, run)
 
     def _classify(self, s: int, ws: Workspace) -> tuple[StateClasses, bool]:
         """Walk the vocabulary from a bare frame holding only ``s``.  A state whose first bytes

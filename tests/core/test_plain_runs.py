@@ -88,8 +88,19 @@ def test_runs_are_tight_on_counted_strings() -> None:
     assert _runs(free)[_after(free, '"')].tolist() == [RUN_CAP]
 
 
-def _all_classes(info: TokenizerInfo, schema: dict[str, Any]) -> dict[int, tuple[list[int], list[int]]]:
-    compiled = GrammarCompiler(info, cache=False).compile_json_schema(schema)
+# a recursive rule (called with context expansion, not escaping) whose chain of any 3 plain
+# characters ends it: a longer plain token is rejected by what follows, not uncertain
+NESTED = 'root ::= "<" inner ">"\ninner ::= [^"\\\\\\x00-\\x1f]{3} | "(" inner ")"\n'
+
+# a rule called from 17 places (so it escapes, pda.precompute) whose first 2 characters are any
+# plain ones and the rest letters: a plain token of letters longer than 2 is still accepted in it
+ESCAPING = ("root ::= " + " | ".join(f'"{c}" r "{c.lower()}"' for c in "ABCDEFGHIJKLMNOPQ") + "\n"
+            'r ::= [^"\\\\\\x00-\\x1f]{2} [a-z]* | "(" r ")"\n')
+
+
+def _all_classes(info: TokenizerInfo, source: dict[str, Any] | str) -> dict[int, tuple[list[int], list[int]]]:
+    compiler = GrammarCompiler(info, cache=False)
+    compiled = compiler.compile_grammar(source) if isinstance(source, str) else compiler.compile_json_schema(source)
     classes = compiled.classes
     out = {}
     for s in classes.states:
@@ -99,11 +110,13 @@ def _all_classes(info: TokenizerInfo, schema: dict[str, Any]) -> dict[int, tuple
     return out
 
 
-@pytest.mark.parametrize("schema", SCHEMAS[1:4])
-def test_classes_equal_without_the_shortcut(schema: dict[str, Any], deepseek_tokenizer: Any,
+@pytest.mark.parametrize("schema", [*SCHEMAS[1:4], {"type": "string", "minLength": 3, "maxLength": 3000}, NESTED,
+                                    ESCAPING])
+def test_classes_equal_without_the_shortcut(schema: dict[str, Any] | str, deepseek_tokenizer: Any,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The token classes of every state, with and without plain runs, over 6,000 DeepSeek tokens
-    (each mode with a tokenizer of its own: the class cache is per tokenizer)."""
+    (each mode with a tokenizer of its own: the class cache is per tokenizer); the long string's
+    blocks take the shortcut to uncertain tokens too."""
     every = [b for b in TokenizerInfo.from_huggingface(deepseek_tokenizer).token_bytes if b]
     rng = random.Random(0)
     tokens = sorted(set(rng.sample(every, 6000)) | {b'"', b'",', b"a", b"ab", b"\\n", "é".encode()})

@@ -120,7 +120,8 @@ def plain_to_end(trans: np.ndarray, byte_class: np.ndarray, is_end: np.ndarray, 
 
 
 def _plain_moves(trans: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return _after_one(trans, *_shape_classes(byte_class))  # type: ignore[no-any-return]
+    no_calls = np.zeros(trans.shape[0] + 1, np.int32)  # _after_one does not look at calls
+    return _after_one(trans, no_calls, *_shape_classes(byte_class))  # type: ignore[no-any-return]
 
 
 def _shape_classes(byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -135,8 +136,56 @@ def _shape_classes(byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return (np.array(shape_ptr, np.int32), np.array(pos_ptr, np.int32), np.array(classes, np.int32))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _one_char(trans, call_ptr, shape_ptr, pos_ptr, classes, q0, every, calls_fail, found, nf,  # pragma: no cover
+              stack_q, stack_p):
+    """Add to ``found[:nf]`` the states one plain character leads to from ``q0`` along byte moves;
+    the new count, or -1: with ``every``, some plain character has no byte path; with
+    ``calls_fail``, a state on the way has calls; or there is no room left."""
+    for k in range(shape_ptr.shape[0] - 1):
+        last = shape_ptr[k + 1]
+        stack_q[0] = q0
+        stack_p[0] = shape_ptr[k]
+        top = 1
+        while top > 0:
+            top -= 1
+            q, p = stack_q[top], stack_p[top]
+            if calls_fail and call_ptr[q + 1] > call_ptr[q]:
+                return -1
+            if p == last:
+                seen = False
+                for j in range(nf):
+                    if found[j] == q:
+                        seen = True
+                        break
+                if not seen:
+                    if nf == found.shape[0]:
+                        return -1
+                    found[nf] = q
+                    nf += 1
+                continue
+            for c in range(pos_ptr[p], pos_ptr[p + 1]):
+                t = trans[q, classes[c]]
+                if t < 0:
+                    if every:
+                        return -1
+                    continue
+                if top == stack_q.shape[0]:
+                    return -1
+                dup = False
+                for j in range(top):
+                    if stack_q[j] == t and stack_p[j] == p + 1:
+                        dup = True
+                        break
+                if not dup:
+                    stack_q[top] = t
+                    stack_p[top] = p + 1
+                    top += 1
+    return nf
+
+
 @njit(cache=True, nogil=True)
-def _after_one(trans, shape_ptr, pos_ptr, classes):  # pragma: no cover - numba
+def _after_one(trans, call_ptr, shape_ptr, pos_ptr, classes):  # pragma: no cover - numba
     """CSR (ptr[S+1], after[]) of the states one plain character leads to from each state; a state
     where some plain character has no byte path gets no entries and ``ok[s]`` False."""
     S = trans.shape[0]
@@ -148,50 +197,8 @@ def _after_one(trans, shape_ptr, pos_ptr, classes):  # pragma: no cover - numba
     stack_p = np.empty(64, np.int32)
     n = 0
     for s in range(S):
-        nf = 0
-        good = True
-        for k in range(shape_ptr.shape[0] - 1):
-            first, last = shape_ptr[k], shape_ptr[k + 1]
-            top = 0
-            stack_q[0] = s
-            stack_p[0] = first
-            top = 1
-            while top > 0 and good:
-                top -= 1
-                q, p = stack_q[top], stack_p[top]
-                if p == last:
-                    seen = False
-                    for j in range(nf):
-                        if found[j] == q:
-                            seen = True
-                            break
-                    if not seen:
-                        if nf == _MAX_AFTER:
-                            good = False
-                            break
-                        found[nf] = q
-                        nf += 1
-                    continue
-                for c in range(pos_ptr[p], pos_ptr[p + 1]):
-                    t = trans[q, classes[c]]
-                    if t < 0:
-                        good = False
-                        break
-                    if top == stack_q.shape[0]:
-                        good = False
-                        break
-                    dup = False
-                    for j in range(top):
-                        if stack_q[j] == t and stack_p[j] == p + 1:
-                            dup = True
-                            break
-                    if not dup:
-                        stack_q[top] = t
-                        stack_p[top] = p + 1
-                        top += 1
-            if not good:
-                break
-        if good:
+        nf = _one_char(trans, call_ptr, shape_ptr, pos_ptr, classes, s, True, False, found, 0, stack_q, stack_p)
+        if nf >= 0:
             ok[s] = True
             if n + nf > after.shape[0]:
                 grown = np.empty(max(after.shape[0] * 2, n + nf), np.int32)
@@ -299,8 +306,8 @@ def consumes_more(trans, call_ptr, shape_ptr, pos_ptr, classes, s, n):  # pragma
     """Whether some sequence of ``n + 1`` plain characters may be consumed inside the frame of
     ``s`` (True also when it cannot tell: a call on the way, too wide a frontier).  False means
     ``n`` is also an upper bound: a plain token longer than that needs the frame below."""
-    frontier = np.empty(64, np.int32)
-    nxt = np.empty(64, np.int32)
+    frontier = np.empty(_MAX_AFTER, np.int32)
+    nxt = np.empty(_MAX_AFTER, np.int32)
     stack_q = np.empty(64, np.int32)
     stack_p = np.empty(64, np.int32)
     frontier[0] = s
@@ -308,42 +315,13 @@ def consumes_more(trans, call_ptr, shape_ptr, pos_ptr, classes, s, n):  # pragma
     for _ in range(n + 1):
         nn = 0
         for i in range(nf):
-            q0 = frontier[i]
-            for k in range(shape_ptr.shape[0] - 1):
-                first, last = shape_ptr[k], shape_ptr[k + 1]
-                stack_q[0] = q0
-                stack_p[0] = first
-                top = 1
-                while top > 0:
-                    top -= 1
-                    q, p = stack_q[top], stack_p[top]
-                    if call_ptr[q + 1] > call_ptr[q]:
-                        return True
-                    if p == last:
-                        seen = False
-                        for j in range(nn):
-                            if nxt[j] == q:
-                                seen = True
-                                break
-                        if not seen:
-                            if nn == nxt.shape[0]:
-                                return True
-                            nxt[nn] = q
-                            nn += 1
-                        continue
-                    for c in range(pos_ptr[p], pos_ptr[p + 1]):
-                        t = trans[q, classes[c]]
-                        if t < 0:
-                            continue
-                        if top == stack_q.shape[0]:
-                            return True
-                        stack_q[top] = t
-                        stack_p[top] = p + 1
-                        top += 1
+            nn = _one_char(trans, call_ptr, shape_ptr, pos_ptr, classes, frontier[i], False, True, nxt, nn,
+                           stack_q, stack_p)
+            if nn < 0:
+                return True
         if nn == 0:
             return False
-        for j in range(nn):
-            frontier[j] = nxt[j]
+        frontier[:nn] = nxt[:nn]
         nf = nn
     return True
 

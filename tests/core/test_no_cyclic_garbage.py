@@ -37,7 +37,9 @@ def _pda_garbage() -> list[str]:
         gc.collect()
         found = []
         for o in gc.garbage:
-            module = o.__module__ if isinstance(o, types.FunctionType) else type(o).__module__
+            # type(), not isinstance(): a dead weakref.proxy left by some other library raises
+            # ReferenceError as soon as its __class__ is asked for
+            module = o.__module__ if type(o) is types.FunctionType else type(o).__module__
             if isinstance(module, str) and module.startswith(("pda", "frontends")):
                 found.append(getattr(o, "__qualname__", type(o).__qualname__))
         return found

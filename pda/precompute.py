@@ -316,7 +316,7 @@ class TokenClasses:
             if self._leaves_after_run(s, run):
                 beyond = chars > run
         decided = pre if beyond is None else beyond if pre is None else pre | beyond
-        if decided is not None and decided.sum() * 2 < decided.shape[0]:
+        if decided is not None and np.count_nonzero(decided) * 2 < decided.shape[0]:
             pre = beyond = decided = None  # a walk of most of the level is faster over all of it (lcp skips, loops)
         cand = level.cand if decided is None else level.cand[~decided]
         out = np.empty(cand.shape[0], dtype=np.int8)

@@ -50,7 +50,7 @@ from numba import njit
 from .tokenizer import TokenTrie
 
 __all__ = ["plain_char_counts", "plain_runs", "plain_to_end", "plain_shapes", "consumes_more", "stack_run", "mark_within",
-           "RUN_CAP"]
+           "split_by_run", "RUN_CAP"]
 
 # "At least this many": a token with more characters is walked.  The cap also bounds the solver's
 # sweeps (Bellman-Ford over paths of at most that many characters).
@@ -324,6 +324,29 @@ def consumes_more(trans, call_ptr, shape_ptr, pos_ptr, classes, s, n):  # pragma
         frontier[:nn] = nxt[:nn]
         nf = nn
     return True
+
+
+@njit(cache=True, nogil=True)
+def split_by_run(chars, run, beyond, pre, acc, unc, walk):  # pragma: no cover - numba
+    """Sort the tokens ``0..n-1`` of a group (``chars``: their :func:`plain_char_counts`) into
+    ``acc`` (``pre[i]``, when ``pre`` has ``n`` entries, or at most ``run`` plain characters),
+    ``unc`` (more than ``run`` plain characters, when ``beyond``) and ``walk`` (the rest), each in
+    ascending order; returns the three counts."""
+    n = chars.shape[0]
+    has_pre = pre.shape[0] == n
+    na = nu = nw = 0
+    for i in range(n):
+        c = chars[i]
+        if (has_pre and pre[i]) or (c >= 0 and c <= run):
+            acc[na] = i
+            na += 1
+        elif beyond and c > run:
+            unc[nu] = i
+            nu += 1
+        else:
+            walk[nw] = i
+            nw += 1
+    return na, nu, nw
 
 
 @njit(cache=True, nogil=True)

@@ -72,7 +72,7 @@ from .token_walk import (
     TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, Workspace, forget_entry_points, thread_workspace, walk_tokens,
 )
 from .normalize import REPEAT_PREFIX
-from .plain_runs import consumes_more, plain_char_counts, plain_runs, plain_shapes, plain_to_end
+from .plain_runs import consumes_more, plain_char_counts, plain_runs, plain_shapes, plain_to_end, split_by_run
 from .share import SHARED_PREFIX
 from .token_groups import ALL_BYTES, GROUPS, GroupSpec, TokenGroup, token_groups
 from .tokenizer import TokenizerInfo
@@ -98,6 +98,9 @@ LOOKAHEAD_MIN_TOKENS = 16384
 # FRAME_BYTES bytes, under a key of a region of at most FRAME_CAP states.
 FRAME_BYTES = 32
 FRAME_CAP = 4096
+
+
+_NO_PRE = np.zeros(0, dtype=np.bool_)  # split_by_run without tokens accepted beforehand
 
 
 def max_token_length(trie) -> int:  # type: ignore[no-untyped-def]
@@ -307,25 +310,22 @@ class TokenClasses:
         for start in self._escape_starts.get(s, ()):
             mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
             pre = mask if pre is None else pre | mask
-        run = int(self.plain_runs()[s])
-        beyond = None
-        if run > 0:  # plain characters the state surely consumes (pda.plain_runs)
-            chars = self._plain_chars(level)
-            plain = (chars >= 0) & (chars <= run)
-            pre = plain if pre is None else pre | plain
-            if self._leaves_after_run(s, run):
-                beyond = chars > run
-        decided = pre if beyond is None else beyond if pre is None else pre | beyond
-        if decided is not None and np.count_nonzero(decided) * 2 < decided.shape[0]:
-            pre = beyond = decided = None  # a walk of most of the level is faster over all of it (lcp skips, loops)
-        cand = level.cand if decided is None else level.cand[~decided]
+        run = int(self.plain_runs()[s])  # plain characters the state surely consumes (pda.plain_runs)
+        cand, acc_first, unc_first = level.cand, None, None
+        if pre is not None or run > 0:
+            n = level.cand.shape[0]
+            acc_i, unc_i, walk_i = (np.empty(n, np.int32) for _ in range(3))
+            na, nu, nw = split_by_run(self._plain_chars(level), run, run > 0 and self._leaves_after_run(s, run),
+                                      _NO_PRE if pre is None else pre, acc_i, unc_i, walk_i)
+            if (na + nu) * 2 >= n:  # else a walk of most of the level is faster over all of it (lcp skips, loops)
+                cand, acc_first, unc_first = walk_i[:nw], level.trie.order[acc_i[:na]], unc_i[:nu]
         out = np.empty(cand.shape[0], dtype=np.int8)
         walk_tokens(self.kernel, level.trie, cand, s, np.zeros(0, dtype=np.int32), True, out, ws)
         acc, unc = partition_codes(out, cand, level.trie.order)
-        if pre is not None:
-            acc = np.concatenate([level.trie.order[pre], acc])
-        if beyond is not None:
-            unc = np.sort(np.concatenate([level.cand[beyond], unc]))
+        if acc_first is not None:
+            acc = np.concatenate([acc_first, acc])
+        if unc_first is not None and unc_first.shape[0]:
+            unc = np.sort(np.concatenate([unc_first, unc]))
         return _classes_of(acc, level.to_main[unc] if level.trie is not self._trie else unc, self.words)
 
     def _leaves_after_run(self, s: int, run: int) -> bool:

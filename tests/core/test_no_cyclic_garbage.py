@@ -46,14 +46,15 @@ def _pda_garbage() -> list[str]:
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
+        gc.collect()  # free them: cycles that DEBUG_SAVEALL kept are not freed by the clear()
 
 
 def _pda_garbage_of(work: Callable[[], None], tries: int = 3) -> list[str]:
     """What ``work`` leaves in cyclic garbage every time: run once first (imports and one-time
     tables), then again with the collector off and its garbage cleared beforehand, up to ``tries``
-    times.  A cycle in pda's code shows on every run; a one-time one does not (a fresh clone's
-    suite once found the matchers here in garbage, through the frames that something else's
-    first-time work kept: never again in that run, nor in a rerun)."""
+    times.  A cycle in pda's code shows on every run; a one-time one does not: numba's first compile
+    of a kernel inside the run (a fresh clone after ``make demo``, which compiled only some) leaves
+    cycles through its typing errors' tracebacks, whose frames hold the matcher."""
     work()
     enabled = gc.isenabled()
     gc.disable()

@@ -37,7 +37,7 @@ from .ir import GrammarIR
 from .limits import check_deadline
 from .normalize import ROOT, NormalGrammar, normalize
 
-__all__ = ["Automaton", "automaton_of", "build_automaton", "DEFAULT_MAX_STATES"]
+__all__ = ["Automaton", "automaton_of", "call_edges", "build_automaton", "DEFAULT_MAX_STATES"]
 
 DEFAULT_MAX_STATES = 250_000
 
@@ -77,12 +77,17 @@ class Automaton:
 
     def calls(self, state: int) -> list[tuple[int, int]]:
         """[(rule, return_state), ...] of the call edges leaving ``state``."""
-        a, b = self.call_ptr[state], self.call_ptr[state + 1]
-        return list(zip(self.call_rule[a:b].tolist(), self.call_return[a:b].tolist()))
+        return call_edges(self.call_ptr, self.call_rule, self.call_return, state)
 
     def allowed_bytes(self, state: int) -> list[int]:
         row = self.trans[state]
         return [b for b in range(256) if row[self.byte_class[b]] >= 0]
+
+
+def call_edges(call_ptr: np.ndarray, call_rule: np.ndarray, call_return: np.ndarray, state: int) -> list[tuple[int, int]]:
+    """[(rule, return_state), ...] of the call edges leaving ``state`` (:meth:`Automaton.calls`)."""
+    a, b = call_ptr[state], call_ptr[state + 1]
+    return list(zip(call_rule[a:b].tolist(), call_return[a:b].tolist()))
 
 
 def automaton_of(ir: GrammarIR, *, max_states: int = DEFAULT_MAX_STATES) -> tuple[NormalGrammar, Automaton]:

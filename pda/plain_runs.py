@@ -49,7 +49,7 @@ from numba import njit
 
 from .tokenizer import TokenTrie
 
-__all__ = ["plain_char_counts", "plain_runs", "plain_to_end", "plain_shapes", "consumes_more", "stack_run", "mark_within",
+__all__ = ["plain_char_counts", "plain_moves", "plain_runs", "plain_to_end", "plain_shapes", "consumes_more", "stack_run", "mark_within",
            "split_by_run", "RUN_CAP"]
 
 # "At least this many": a token with more characters is walked.  The cap also bounds the solver's
@@ -113,13 +113,18 @@ def _plain_counts(data, offsets, lo, hi):  # pragma: no cover - numba
     return out
 
 
-def plain_to_end(trans: np.ndarray, byte_class: np.ndarray, is_end: np.ndarray, cap: int = RUN_CAP) -> np.ndarray:
-    """int16 per state: ``to_end`` of the module docstring (-1: none)."""
-    ptr, after, ok = _plain_moves(trans, byte_class)
+def plain_to_end(trans: np.ndarray, byte_class: np.ndarray, is_end: np.ndarray, cap: int = RUN_CAP, *,
+                 moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """int16 per state: ``to_end`` of the module docstring (-1: none).  ``moves``:
+    :func:`plain_moves` of the automaton, when the caller has them already."""
+    ptr, after, ok = plain_moves(trans, byte_class) if moves is None else moves
     return _solve_to_end(ptr, after, ok, is_end, cap).astype(np.int16)
 
 
-def _plain_moves(trans: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def plain_moves(trans: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ptr, after, ok): the states one plain character leads to from each state, in CSR form, and
+    whether every plain character has a byte path there (what :func:`plain_runs` and
+    :func:`plain_to_end` both start from)."""
     no_calls = np.zeros(trans.shape[0] + 1, np.int32)  # _after_one does not look at calls
     return _after_one(trans, no_calls, *_shape_classes(byte_class))  # type: ignore[no-any-return]
 
@@ -360,12 +365,13 @@ def mark_within(chars, tokens, run, ok):  # pragma: no cover - numba
 
 
 def plain_runs(trans: np.ndarray, byte_class: np.ndarray, call_ptr: np.ndarray, call_rule: np.ndarray,
-               rule_start: np.ndarray, cap: int = RUN_CAP) -> np.ndarray:
+               rule_start: np.ndarray, cap: int = RUN_CAP, *,
+               moves: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """int16 per state: the plain characters it surely consumes in its own frame (module docstring).
 
     Calls are taken into account round by round (a callee's start value is a base for its callers)
     until nothing changes; each round's values are sound, so stopping early would only lose runs."""
-    ptr, after, ok = _plain_moves(trans, byte_class)
+    ptr, after, ok = plain_moves(trans, byte_class) if moves is None else moves
     S = trans.shape[0]
     src = np.repeat(np.arange(S), np.diff(call_ptr))
     base = np.zeros(S, np.int32)

@@ -72,7 +72,9 @@ from .token_walk import (
     TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, Workspace, forget_entry_points, thread_workspace, walk_tokens,
 )
 from .normalize import REPEAT_PREFIX
-from .plain_runs import consumes_more, plain_char_counts, plain_runs, plain_shapes, plain_to_end, split_by_run
+from .plain_runs import (
+    consumes_more, plain_char_counts, plain_moves, plain_runs, plain_shapes, plain_to_end, split_by_run,
+)
 from .share import SHARED_PREFIX
 from .token_groups import ALL_BYTES, GROUPS, GroupSpec, TokenGroup, token_groups
 from .tokenizer import TokenizerInfo
@@ -193,6 +195,7 @@ class TokenClasses:
         self._minlen = rule_min_lengths(self.kernel) if self._keyed else np.zeros(0, np.int32)
         self._lengths = np.diff(self._trie.offsets)
         self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
+        self._moves_of_plain: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # _plain_moves
         self._runs_of_plain: np.ndarray | None = None  # plain_runs
         self._to_end_of_plain: np.ndarray | None = None  # plain_to_end
         self._shapes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # plain_shapes
@@ -272,12 +275,20 @@ class TokenClasses:
             got = self._short[s] = self._lengths[self.get(s).uncertain] <= FRAME_BYTES
         return got
 
+    def _plain_moves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`pda.plain_runs.plain_moves` of the automaton, made on first use (runs and ends share them)."""
+        got = self._moves_of_plain
+        if got is None:
+            got = self._moves_of_plain = plain_moves(self._aut.trans, self._aut.byte_class)
+        return got
+
     def plain_runs(self) -> np.ndarray:
         """:func:`pda.plain_runs.plain_runs` of the automaton, made on first use."""
         got = self._runs_of_plain
         if got is None:
             a = self._aut
-            got = self._runs_of_plain = plain_runs(a.trans, a.byte_class, a.call_ptr, a.call_rule, a.rule_start)
+            got = self._runs_of_plain = plain_runs(a.trans, a.byte_class, a.call_ptr, a.call_rule, a.rule_start,
+                                                   moves=self._plain_moves())
         return got
 
     def plain_to_end(self) -> np.ndarray:
@@ -285,7 +296,7 @@ class TokenClasses:
         got = self._to_end_of_plain
         if got is None:
             a = self._aut
-            got = self._to_end_of_plain = plain_to_end(a.trans, a.byte_class, a.is_end)
+            got = self._to_end_of_plain = plain_to_end(a.trans, a.byte_class, a.is_end, moves=self._plain_moves())
         return got
 
     def plain_chars(self) -> np.ndarray:

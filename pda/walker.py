@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import heapq
 import weakref
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
 
-from .automaton import Automaton
+from .automaton import Automaton, call_edges
 from .errors import ValidationError
 from .kernels import RUN_FAILED, RUN_NEEDS_STACK, run_simple
 from .stack import BOTTOM, StackArena
@@ -87,15 +88,11 @@ def _tables(aut: Automaton) -> tuple[Any, ...]:
     ``_TABLES`` that held its key would keep every compiled grammar alive for good."""
     got = _TABLES.get(aut)
     if got is None:
-        trans, ptr, rule, ret = aut.trans, aut.call_ptr, aut.call_rule, aut.call_return
-
-        def calls(s: int) -> list[tuple[int, int]]:
-            a, b = ptr[s], ptr[s + 1]
-            return list(zip(rule[a:b].tolist(), ret[a:b].tolist()))
-
+        trans = aut.trans
         got = _TABLES[aut] = (
             aut.byte_class.tolist(), aut.is_end.tolist(), aut.has_bytes.tolist(), aut.push_rank.tolist(),
-            _PerState(calls), aut.rule_start.tolist(), _PerState(lambda s: trans[s].tolist()),
+            _PerState(partial(call_edges, aut.call_ptr, aut.call_rule, aut.call_return)), aut.rule_start.tolist(),
+            _PerState(lambda s: trans[s].tolist()),
         )
     return got
 

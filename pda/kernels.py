@@ -74,40 +74,45 @@ def token_bytesets(data, offsets):  # type: ignore[no-untyped-def]
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _block_is_rejected(words, block):
+    w = 8 * block
+    return (words[w] | words[w + 1] | words[w + 2] | words[w + 3] | words[w + 4] | words[w + 5] | words[w + 6]
+            | words[w + 7]) == 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _take(out, cand, order, lo, hi, acc, unc, na, nu):
+    # the codes out[lo:hi] into acc (ids) and unc (trie indices), after na and nu already there
+    for j in range(lo, hi):
+        code = out[j]
+        if code == TOKEN_ACCEPTED:
+            acc[na] = order[cand[j]]
+            na += 1
+        elif code != TOKEN_REJECTED:
+            unc[nu] = cand[j]
+            nu += 1
+    return na, nu
+
+
 @njit(cache=True, nogil=True)
 def partition_codes(out, cand, order):
     """(ids of the ACCEPTED tokens, sorted-trie indices of the UNCERTAIN and OVERFLOW ones) of a
-    :func:`pda.token_walk.walk_tokens` result ``out`` over ``cand``.  REJECTED is 0, so runs of rejected tokens
-    are skipped eight codes at a time."""
+    :func:`pda.token_walk.walk_tokens` result ``out`` over ``cand``, in ``cand``'s order.
+
+    REJECTED is 0 and a walk over the whole vocabulary rejects nearly all of it, so the codes are
+    read 64 at a time (eight words OR-ed together) and only a block with some other code is looked
+    at code by code: about 5 µs for 128k codes, where a test per code took 25 µs.  One pass, into
+    buffers for the worst case (their pages are touched only as far as they are filled)."""
     n = out.shape[0]
-    full = n - n % 8
+    acc = np.empty(n, np.int32)
+    unc = np.empty(n, np.int32)
+    na = 0
+    nu = 0
+    full = n - n % 64
     words = out[:full].view(np.uint64)
-    na = 0
-    nu = 0
-    for w in range(words.shape[0]):
-        if words[w] != 0:
-            for j in range(8 * w, 8 * w + 8):
-                if out[j] == TOKEN_ACCEPTED:
-                    na += 1
-                elif out[j] != TOKEN_REJECTED:
-                    nu += 1
-    for j in range(full, n):
-        if out[j] == TOKEN_ACCEPTED:
-            na += 1
-        elif out[j] != TOKEN_REJECTED:
-            nu += 1
-    acc = np.empty(na, np.int32)
-    unc = np.empty(nu, np.int32)
-    na = 0
-    nu = 0
-    for w in range(words.shape[0] + 1):
-        if w < words.shape[0] and words[w] == 0:
-            continue
-        for j in range(8 * w, min(8 * w + 8, n)):
-            if out[j] == TOKEN_ACCEPTED:
-                acc[na] = order[cand[j]]
-                na += 1
-            elif out[j] != TOKEN_REJECTED:
-                unc[nu] = cand[j]
-                nu += 1
-    return acc, unc
+    for block in range(full // 64):
+        if not _block_is_rejected(words, block):
+            na, nu = _take(out, cand, order, 64 * block, 64 * block + 64, acc, unc, na, nu)
+    na, nu = _take(out, cand, order, full, n, acc, unc, na, nu)  # the last, partial block
+    return acc[:na].copy(), unc[:nu].copy()

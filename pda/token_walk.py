@@ -205,8 +205,9 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
 
     Tokens share the work of their common prefix; a prefix that dies decides every token that
     starts with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp``
-    gives the common prefixes and a dead prefix jumps over its subtree through ``skip``, so a top
-    that allows few tokens costs little more than the tokens it allows; in a subset (a state's
+    gives the common prefixes and a dead prefix jumps over its subtree through ``skip`` (a dead
+    first byte through ``first_starts``), so a top that allows few tokens costs little more than
+    the tokens it allows; in a subset (a state's
     uncertain tokens on a real stack) a dead prefix's candidates are found by galloping and
     bisection.  A token whose bytes (``bytesets``) all loop on the start state is accepted without
     a walk (whole vocabulary), and so is a token whose remaining bytes loop on the state of some
@@ -229,7 +230,8 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         A.is_end, A.state_rule, A.rule_escape, A.has_loop
     ret_ptr, ret_state, call_ptr, call_rule, call_return, rule_start = A.ret_ptr, A.ret_state, A.call_ptr, \
         A.call_rule, A.call_return, A.rule_start
-    data, offsets, lcp, skip, bytesets, whole_utf8 = T.data, T.offsets, T.lcp, T.skip, T.bytesets, T.whole_utf8
+    data, offsets, lcp, skip, bytesets, whole_utf8, first_starts = T.data, T.offsets, T.lcp, T.skip, T.bytesets, \
+        T.whole_utf8, T.first_starts
     n_stack = stack.shape[0]
     if n_stack > a_state.shape[0] // 2:
         for j in range(cand.shape[0]):
@@ -298,6 +300,9 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
             # subset, past the candidates that start with the prefix)
             nj = j
             if full:
+                if dead_at == 1:  # a first byte that dies: past its tokens at once (a state that
+                    # allows a few first bytes rejects the others' subtrees, thousands of skips)
+                    nj = max(nj, first_starts[data[offsets[prev]] + 1])
                 while nj < ncand and lcp[nj] >= dead_at:
                     nj = skip[nj]
             else:  # the candidates that start with the prefix follow j: gallop, then bisect

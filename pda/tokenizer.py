@@ -52,7 +52,9 @@ class TokenTrie(NamedTuple):
     ``data[offsets[i]:offsets[i + 1]]``; ``lcp[i]`` is the length of the common prefix with token
     ``i - 1`` (0 for ``i == 0``); ``skip[i]`` is the first ``j > i`` whose bytes do not start with
     token ``i``'s bytes (``n`` when there is none); ``bytesets[i]`` is the set of byte values in
-    token ``i`` (bit ``b & 63`` of word ``b >> 6``).  A depth-first walk::
+    token ``i`` (bit ``b & 63`` of word ``b >> 6``); ``first_starts[b]`` is the first ``i`` whose
+    first byte is at least ``b`` (``n`` for ``b == 256``), so the tokens that start with byte ``b``
+    are ``first_starts[b]:first_starts[b + 1]``.  A depth-first walk::
 
         i = 0
         while i < n:
@@ -67,6 +69,7 @@ class TokenTrie(NamedTuple):
     skip: np.ndarray  # int32[n]
     bytesets: np.ndarray  # uint64[n, 4]: the byte values in each token, as a 256-bit set
     whole_utf8: np.ndarray  # bool[n]: the token is valid UTF-8 that starts and ends at character boundaries
+    first_starts: np.ndarray  # int32[257]: where the tokens of each first byte start
 
 
 def byte_level_alphabet() -> list[str]:
@@ -527,7 +530,13 @@ def build_token_trie(token_bytes: Sequence[bytes]) -> TokenTrie:
         bytesets=token_bytesets(data, offsets),
         whole_utf8=np.fromiter((_is_whole_utf8(data[offsets[i]:offsets[i + 1]].tobytes()) for i in range(n)),
                                dtype=np.bool_, count=n),
+        first_starts=_first_starts(data, offsets),
     )
+
+
+def _first_starts(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``first_starts`` of a sorted trie (:class:`TokenTrie`): where each first byte's tokens start."""
+    return np.searchsorted(data[offsets[:-1]], np.arange(257)).astype(np.int32)
 
 
 def _skips(lcp: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -565,7 +574,7 @@ def select_tokens(trie: TokenTrie, sel: np.ndarray) -> TokenTrie:
         lcp[1:] = np.minimum(lcp[1:], np.minimum(lengths[:-1], lengths[1:]))
     return TokenTrie(order=trie.order[sel], data=data, offsets=offsets.astype(np.int32), lcp=lcp.astype(np.int32),
                      skip=_skips(lcp, lengths).astype(np.int32), bytesets=trie.bytesets[sel],
-                     whole_utf8=trie.whole_utf8[sel])
+                     whole_utf8=trie.whole_utf8[sel], first_starts=_first_starts(data, offsets))
 
 
 def _is_whole_utf8(b: bytes) -> bool:

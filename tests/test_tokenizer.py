@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pda.errors import TokenizerError
-from pda.tokenizer import TokenizerInfo, TokenTrie, VocabType, build_token_trie, byte_level_alphabet
+from pda.tokenizer import TokenizerInfo, TokenTrie, VocabType, build_token_trie, byte_level_alphabet, select_tokens
 
 SAMPLES = [
     "Hello, world!",
@@ -220,13 +220,15 @@ def brute_force_trie(token_bytes: list[bytes]) -> TokenTrie:
     sets = np.array([[sum(1 << (b & 63) for b in set(t) if b >> 6 == w) for w in range(4)] for t in toks],
                     dtype=np.uint64).reshape(n, 4)
     whole = np.array([_decodes(t) for t in toks], dtype=np.bool_)
+    firsts = [t[0] for t in toks]
+    starts = np.array([next((i for i, f in enumerate(firsts) if f >= b), n) for b in range(257)])
     return TokenTrie(np.array(ids), np.frombuffer(b"".join(toks), np.uint8), offsets, np.array(lcp), np.array(skip),
-                     sets, whole)
+                     sets, whole, starts)
 
 
 def check_trie(trie: TokenTrie, want: TokenTrie) -> None:
     """Equal arrays, with the promised dtypes."""
-    for field, dtype in zip(TokenTrie._fields, [np.int32, np.uint8, np.int32, np.int32, np.int32, np.uint64, np.bool_]):
+    for field, dtype in zip(TokenTrie._fields, [np.int32, np.uint8, np.int32, np.int32, np.int32, np.uint64, np.bool_, np.int32]):
         got = getattr(trie, field)
         assert got.dtype == dtype, field
         assert np.array_equal(got, getattr(want, field)), field
@@ -324,3 +326,15 @@ def _decodes(token: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def test_selected_tokens_make_the_trie_of_those_tokens(infos) -> None:
+    """select_tokens gives what building the trie of the selected tokens alone gives (same ids)."""
+    _, info = infos["small_bpe_tokenizer"]
+    rng = np.random.default_rng(3)
+    n = info.trie.order.shape[0]
+    for size in (1, 5, n // 3, n):
+        sel = np.sort(rng.choice(n, size, replace=False))
+        chosen = set(info.trie.order[sel].tolist())
+        only = [b if i in chosen else b"" for i, b in enumerate(info.token_bytes)]
+        check_trie(select_tokens(info.trie, sel), brute_force_trie(only))

@@ -1,5 +1,6 @@
-"""Small numba kernels: the byte walk through simple states, bitmask bits, token byte sets, the
-partition of token-walk codes into classes (the token walk itself is :mod:`pda.token_walk`).
+"""Small numba kernels: the byte walk through simple states, bitmask bits, token byte sets (the
+token walk itself is :mod:`pda.token_walk`; the kernels around a group's walk are
+:mod:`pda.group_kernels`).
 
 Every kernel is ``@njit(cache=True, nogil=True)``; its ``py_func`` stays runnable, so the tests can
 compare it with the reference and the package works under ``NUMBA_DISABLE_JIT=1``.
@@ -11,10 +12,9 @@ import numpy as np
 from numba import njit
 
 from .bitmask import WORD_BITS
-from .token_walk import TOKEN_ACCEPTED, TOKEN_REJECTED
 
 __all__ = ["run_simple", "run_simple_reference", "RUN_FAILED", "RUN_NEEDS_STACK", "RUN_END_OF_INPUT", "set_bits",
-           "token_bytesets", "WORD_BITS", "partition_codes"]
+           "token_bytesets", "WORD_BITS"]
 
 RUN_FAILED = 0  # data[pos] has no edge from the returned state
 RUN_NEEDS_STACK = 1  # data[pos-1] led into the returned state, which has calls or is an end
@@ -72,47 +72,3 @@ def token_bytesets(data, offsets):  # type: ignore[no-untyped-def]
             b = data[k]
             out[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
     return out
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _block_is_rejected(words, block):
-    w = 8 * block
-    return (words[w] | words[w + 1] | words[w + 2] | words[w + 3] | words[w + 4] | words[w + 5] | words[w + 6]
-            | words[w + 7]) == 0
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _take(out, cand, order, lo, hi, acc, unc, na, nu):
-    # the codes out[lo:hi] into acc (ids) and unc (trie indices), after na and nu already there
-    for j in range(lo, hi):
-        code = out[j]
-        if code == TOKEN_ACCEPTED:
-            acc[na] = order[cand[j]]
-            na += 1
-        elif code != TOKEN_REJECTED:
-            unc[nu] = cand[j]
-            nu += 1
-    return na, nu
-
-
-@njit(cache=True, nogil=True)
-def partition_codes(out, cand, order):
-    """(ids of the ACCEPTED tokens, sorted-trie indices of the UNCERTAIN and OVERFLOW ones) of a
-    :func:`pda.token_walk.walk_tokens` result ``out`` over ``cand``, in ``cand``'s order.
-
-    REJECTED is 0 and a walk over the whole vocabulary rejects nearly all of it, so the codes are
-    read 64 at a time (eight words OR-ed together) and only a block with some other code is looked
-    at code by code: about 5 µs for 128k codes, where a test per code took 25 µs.  One pass, into
-    buffers for the worst case (their pages are touched only as far as they are filled)."""
-    n = out.shape[0]
-    acc = np.empty(n, np.int32)
-    unc = np.empty(n, np.int32)
-    na = 0
-    nu = 0
-    full = n - n % 64
-    words = out[:full].view(np.uint64)
-    for block in range(full // 64):
-        if not _block_is_rejected(words, block):
-            na, nu = _take(out, cand, order, 64 * block, 64 * block + 64, acc, unc, na, nu)
-    na, nu = _take(out, cand, order, full, n, acc, unc, na, nu)  # the last, partial block
-    return acc[:na].copy(), unc[:nu].copy()

@@ -27,7 +27,8 @@ U+0000..U+001F: one that stands for itself inside a JSON string.
   Values are capped at :data:`RUN_CAP` (a loop such as ``[^"\\\\]*`` has no bound).
 
 So :meth:`pda.precompute.TokenClasses._walk` accepts a token with ``0 <= chars <= run[s]`` without
-walking it; the others are walked as before, and the classes are the same.
+walking it (:func:`pda.group_kernels.split_group`); the others are walked as before, and the
+classes are the same.
 
 In the block of a long string (a rule that escapes, :mod:`pda.precompute`), where ``to_end[s]``
 is known and no plain sequence one longer than ``run[s]`` is consumed in the frame
@@ -50,7 +51,7 @@ from numba import njit
 from .tokenizer import TokenTrie
 
 __all__ = ["plain_char_counts", "plain_moves", "plain_runs", "plain_to_end", "plain_shapes", "consumes_more", "stack_run", "mark_within",
-           "split_by_run", "RUN_CAP"]
+           "RUN_CAP"]
 
 # "At least this many": a token with more characters is walked.  The cap also bounds the solver's
 # sweeps (Bellman-Ford over paths of at most that many characters).
@@ -329,29 +330,6 @@ def consumes_more(trans, call_ptr, shape_ptr, pos_ptr, classes, s, n):  # pragma
         frontier[:nn] = nxt[:nn]
         nf = nn
     return True
-
-
-@njit(cache=True, nogil=True)
-def split_by_run(chars, run, beyond, pre, acc, unc, walk):  # pragma: no cover - numba
-    """Sort the tokens ``0..n-1`` of a group (``chars``: their :func:`plain_char_counts`) into
-    ``acc`` (``pre[i]``, when ``pre`` has ``n`` entries, or at most ``run`` plain characters),
-    ``unc`` (more than ``run`` plain characters, when ``beyond``) and ``walk`` (the rest), each in
-    ascending order; returns the three counts."""
-    n = chars.shape[0]
-    has_pre = pre.shape[0] == n
-    na = nu = nw = 0
-    for i in range(n):
-        c = chars[i]
-        if (has_pre and pre[i]) or (c >= 0 and c <= run):
-            acc[na] = i
-            na += 1
-        elif beyond and c > run:
-            unc[nu] = i
-            nu += 1
-        else:
-            walk[nw] = i
-            nw += 1
-    return na, nu, nw
 
 
 @njit(cache=True, nogil=True)

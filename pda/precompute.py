@@ -64,7 +64,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .automaton import Automaton
-from .kernels import partition_codes, set_bits
+from .group_kernels import NO_TOKENS, bits_to_ids, finish_group, split_group
+from .kernels import set_bits
 from .lookahead import (
     LookaheadScratch, byte_runs, class_bits, first_byte_weight, frame_key, lookahead_keys, make_scratch, rule_min_lengths,
 )
@@ -73,7 +74,7 @@ from .token_walk import (
 )
 from .normalize import REPEAT_PREFIX
 from .plain_runs import (
-    consumes_more, plain_char_counts, plain_moves, plain_runs, plain_shapes, plain_to_end, split_by_run,
+    consumes_more, plain_char_counts, plain_moves, plain_runs, plain_shapes, plain_to_end,
 )
 from .share import SHARED_PREFIX
 from .token_groups import ALL_BYTES, GROUPS, GroupSpec, TokenGroup, token_groups
@@ -102,7 +103,8 @@ FRAME_BYTES = 32
 FRAME_CAP = 4096
 
 
-_NO_PRE = np.zeros(0, dtype=np.bool_)  # split_by_run without tokens accepted beforehand
+_NO_PRE = np.zeros(0, dtype=np.bool_)  # split_group without tokens accepted beforehand
+_NO_STACK = np.zeros(0, dtype=np.int32)  # a bare frame
 
 
 def max_token_length(trie) -> int:  # type: ignore[no-untyped-def]
@@ -112,6 +114,10 @@ def max_token_length(trie) -> int:  # type: ignore[no-untyped-def]
 
 @dataclass
 class StateClasses:
+    """One state's classes.  The accepted tokens are kept as bits exactly when there are more of
+    them than the row has words (the smaller of the two); the uncertain ones as ascending indices
+    of the whole sorted trie."""
+
     accepted_ids: np.ndarray | None  # int32 token ids, or None when stored as bits
     accepted_bits: np.ndarray | None  # int32[words], or None when stored as ids
     uncertain: np.ndarray  # int32 sorted-trie indices
@@ -144,22 +150,12 @@ class StateClasses:
             set_bits(row, self.accepted_ids)
 
 
-def _classes_of(acc: np.ndarray, unc: np.ndarray, words: int) -> StateClasses:
-    """Classes from accepted token ids (any order) and uncertain sorted-trie indices (ascending),
-    the accepted ones stored as ids or as a bitmask row, whichever is smaller."""
-    if acc.shape[0] > words:
-        bits = np.zeros(words, dtype=np.int32)
-        set_bits(bits, acc.astype(np.int32, copy=False))
-        return StateClasses(None, bits, unc)
-    return StateClasses(np.sort(acc), None, unc)
-
-
 def _union(parts: list[StateClasses], words: int) -> StateClasses:
     """The classes of the tokens of all the (disjoint) groups ``parts``."""
     if len(parts) == 1:
         return parts[0]
     unc = np.sort(np.concatenate([p.uncertain for p in parts]))
-    # stored as bits exactly when there are more accepted tokens than words (:func:`_classes_of`)
+    # stored as bits exactly when there are more accepted tokens than words (StateClasses)
     if any(p.accepted_ids is None for p in parts) or sum(p.accepted_ids.shape[0] for p in parts) > words:  # type: ignore[union-attr]
         row = np.zeros(words, dtype=np.int32)
         for p in parts:
@@ -322,22 +318,17 @@ class TokenClasses:
             mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
             pre = mask if pre is None else pre | mask
         run = int(self.plain_runs()[s])  # plain characters the state surely consumes (pda.plain_runs)
-        cand, acc_first, unc_first = level.cand, None, None
-        if pre is not None or run > 0:
-            n = level.cand.shape[0]
-            acc_i, unc_i, walk_i = (np.empty(n, np.int32) for _ in range(3))
-            na, nu, nw = split_by_run(self._plain_chars(level), run, run > 0 and self._leaves_after_run(s, run),
-                                      _NO_PRE if pre is None else pre, acc_i, unc_i, walk_i)
-            if (na + nu) * 2 >= n:  # else a walk of most of the level is faster over all of it (lcp skips, loops)
-                cand, acc_first, unc_first = walk_i[:nw], level.trie.order[acc_i[:na]], unc_i[:nu]
+        beyond = run > 0 and self._leaves_after_run(s, run)
+        order = level.trie.order
+        cand, row, accepted, split_unc = split_group(self._plain_chars(level), run, beyond,
+                                                     _NO_PRE if pre is None else pre, level.cand, order, self.words)
         out = np.empty(cand.shape[0], dtype=np.int8)
-        walk_tokens(self.kernel, level.trie, cand, s, np.zeros(0, dtype=np.int32), True, out, ws)
-        acc, unc = partition_codes(out, cand, level.trie.order)
-        if acc_first is not None:
-            acc = np.concatenate([acc_first, acc])
-        if unc_first is not None and unc_first.shape[0]:
-            unc = np.sort(np.concatenate([unc_first, unc]))
-        return _classes_of(acc, level.to_main[unc] if level.trie is not self._trie else unc, self.words)
+        walk_tokens(self.kernel, level.trie, cand, s, _NO_STACK, True, out, ws)
+        accepted, unc = finish_group(out, cand, order, row, accepted, split_unc,
+                                     NO_TOKENS if level.trie is self._trie else level.to_main)
+        if accepted > self.words:  # stored as bits exactly when that is smaller (StateClasses)
+            return StateClasses(None, row, unc)
+        return StateClasses(bits_to_ids(row, accepted), None, unc)
 
     def _leaves_after_run(self, s: int, run: int) -> bool:
         """Whether every plain token longer than ``run`` is uncertain from ``s``: its rule escapes,

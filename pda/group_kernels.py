@@ -1,0 +1,141 @@
+"""The kernels around one token group's walk, so a group's classes take three kernel calls.
+
+:meth:`pda.precompute.TokenClasses._walk` classifies the tokens of one group
+(:mod:`pda.token_groups`) from a bare frame:
+
+1. :func:`split_group` sorts the group's tokens before any walk (:mod:`pda.plain_runs`): a token of
+   at most ``run`` plain characters (or one the caller already knows is accepted) is *accepted* and
+   its bit is set in a bitmask row of token ids; with ``beyond``, a longer plain token is
+   *uncertain*; the rest are the tokens to walk.
+2. :func:`pda.token_walk.walk_tokens` walks those.
+3. :func:`finish_group` adds the walk's ACCEPTED tokens to the row and merges its UNCERTAIN (and
+   OVERFLOW) tokens with the split's, mapped to the whole trie's indices.
+
+The row holds the accepted tokens however many there are: a group of 90k word-like tokens inside a
+string accepts nearly all of them, and ids gathered, sorted and set one by one in Python cost
+several times the bits set here.  :func:`bits_to_ids` lists a row's ids when they are few enough to
+be kept as a list.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .bitmask import WORD_BITS
+from .token_walk import TOKEN_ACCEPTED, TOKEN_REJECTED
+
+__all__ = ["split_group", "finish_group", "bits_to_ids", "NO_TOKENS"]
+
+NO_TOKENS = np.zeros(0, dtype=np.int32)  # an empty index array (no uncertain tokens, no mapping)
+
+
+@njit(cache=True, nogil=True)
+def split_group(chars, run, beyond, pre, cand, order, words):  # pragma: no cover - numba
+    """Sort the tokens ``0..n-1`` of a group before its walk.
+
+    ``chars`` are their :func:`pda.plain_runs.plain_char_counts`, ``pre`` (``n`` entries, or none)
+    marks tokens known to be accepted, ``cand`` is ``0..n-1`` and ``order`` the group trie's token
+    ids.  Returns ``(walk, row, accepted, uncertain)``: the tokens to walk (ascending), an int32
+    bitmask row of ``words`` words with the accepted tokens' ids, how many those are, and the
+    uncertain tokens (ascending).  When fewer than half of the tokens are decided here the split is
+    dropped: a walk over the whole group is faster than over most of it (it skips dead prefixes
+    through the trie's tables and takes the looping-thread shortcut), so every token is walked."""
+    n = chars.shape[0]
+    row = np.zeros(words, np.int32)
+    has_pre = pre.shape[0] == n
+    if run <= 0 and not has_pre:
+        return cand, row, 0, np.empty(0, np.int32)
+    walk = np.empty(n, np.int32)
+    unc = np.empty(n, np.int32)
+    na = nu = nw = 0
+    for i in range(n):
+        c = chars[i]
+        if (has_pre and pre[i]) or (c >= 0 and c <= run):
+            t = order[i]
+            row[t >> 5] |= WORD_BITS[t & 31]
+            na += 1
+        elif beyond and c > run:
+            unc[nu] = i
+            nu += 1
+        else:
+            walk[nw] = i
+            nw += 1
+    if (na + nu) * 2 < n:
+        row[:] = 0
+        return cand, row, 0, np.empty(0, np.int32)
+    return walk[:nw].copy(), row, na, unc[:nu].copy()
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _block_is_rejected(words, block):
+    w = 8 * block
+    return (words[w] | words[w + 1] | words[w + 2] | words[w + 3] | words[w + 4] | words[w + 5] | words[w + 6]
+            | words[w + 7]) == 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _take(out, cand, order, lo, hi, row, na, unc, nu):
+    # the codes out[lo:hi]: accepted ids into row, the other non-rejected trie indices into unc
+    for j in range(lo, hi):
+        code = out[j]
+        if code == TOKEN_ACCEPTED:
+            t = order[cand[j]]
+            row[t >> 5] |= WORD_BITS[t & 31]
+            na += 1
+        elif code != TOKEN_REJECTED:
+            unc[nu] = cand[j]
+            nu += 1
+    return na, nu
+
+
+@njit(cache=True, nogil=True)
+def finish_group(out, cand, order, row, accepted, split_unc, to_main):  # pragma: no cover - numba
+    """Add a walk's result ``out`` (TOKEN_* codes of the tokens ``cand`` of a group whose trie's ids
+    are ``order``) to the split's ``row`` (``accepted`` ids set in it) and ``split_unc``.
+
+    Returns ``(accepted, uncertain)``: the number of ids now in ``row`` (which it updates), and every
+    uncertain or overflowing token, ascending, as an index of the whole trie (``to_main[i]`` for
+    group index ``i``; ``to_main`` empty: the group is the whole trie).
+
+    REJECTED is 0 and a walk over a whole group rejects nearly all of it, so the codes are read 64
+    at a time (eight words OR-ed together) and only a block with some other code is read code by
+    code: about 5 µs for 128k codes, where a test per code took 25 µs."""
+    n = out.shape[0]
+    unc = np.empty(n, np.int32)
+    nu = 0
+    full = n - n % 64
+    words = out[:full].view(np.uint64)
+    for block in range(full // 64):
+        if not _block_is_rejected(words, block):
+            accepted, nu = _take(out, cand, order, 64 * block, 64 * block + 64, row, accepted, unc, nu)
+    accepted, nu = _take(out, cand, order, full, n, row, accepted, unc, nu)  # the last, partial block
+    # merge two ascending lists of distinct tokens (a token is in one of them)
+    merged = np.empty(nu + split_unc.shape[0], np.int32)
+    i = j = 0
+    for k in range(merged.shape[0]):
+        if j >= split_unc.shape[0] or (i < nu and unc[i] < split_unc[j]):
+            merged[k] = unc[i]
+            i += 1
+        else:
+            merged[k] = split_unc[j]
+            j += 1
+    if to_main.shape[0]:
+        for k in range(merged.shape[0]):
+            merged[k] = to_main[merged[k]]
+    return accepted, merged
+
+
+@njit(cache=True, nogil=True)
+def bits_to_ids(row, count):  # pragma: no cover - numba
+    """The ``count`` ids whose bits are set in the int32 bitmask ``row``, ascending."""
+    ids = np.empty(count, np.int32)
+    k = 0
+    for w in range(row.shape[0]):
+        x = row[w]
+        if x != 0:
+            for b in range(32):
+                if (x >> b) & 1 and k < count:
+                    ids[k] = w * 32 + b
+                    k += 1
+    return ids[:k]

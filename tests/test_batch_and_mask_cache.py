@@ -125,9 +125,9 @@ def test_grouped_classes_equal_per_state_classes(tok: TokenizerInfo, deepseek_to
     the classes of every state walked over the whole vocabulary, on chains of counted strings,
     long-repeat blocks, a long enum, patternProperties, extra keys and a C-like grammar; twice
     over, so that the second grammar takes its classes from the tokenizer's cache.  Every state
-    goes through the keys (``LOOKAHEAD_MIN_TOKENS`` 0), not only the wide ones."""
+    goes through the keys (``LOOKAHEAD_MIN_SHARE`` 0), not only the wide ones."""
     hf = deepseek_tokenizer
-    monkeypatch.setattr(pda.precompute, "LOOKAHEAD_MIN_TOKENS", 0)
+    monkeypatch.setattr(pda.precompute, "LOOKAHEAD_MIN_SHARE", 0.0)
     c_like = grammars.path("c_like")
     cases = [
         (lambda c: c.compile_json_schema(CHAINS), [hf.encode(json.dumps(d), add_special_tokens=False) for d in CHAIN_DOCS]),

@@ -29,8 +29,9 @@ that bounded region (:func:`pda.lookahead.lookahead_key`) in a cache of the toke
 (:attr:`pda.TokenizerInfo.class_cache`), shared by every state and every grammar compiled for it.
 Every position of a counted string far from its limit, in every schema, has the same region for
 the word-like tokens; so do the positions inside the blocks of long repeats.  A state whose
-first bytes start fewer than :data:`LOOKAHEAD_MIN_SHARE` of the tokens (a key, a number, punctuation) is
-walked over the whole vocabulary at once: its walk costs less than the keys.  A group whose region
+first bytes start fewer than :data:`LOOKAHEAD_MIN_SHARE` of the tokens (a key, a number,
+punctuation) is walked over the whole vocabulary at once: its walk costs less than the keys.  A
+group's walk is three kernel calls (:mod:`pda.group_kernels`).  A group whose region
 has more states than the group's cap is walked from the state.  The classes are the same as
 without sharing, state by state (``tests/test_batch_and_mask_cache.py`` compares them).
 
@@ -345,8 +346,8 @@ class TokenClasses:
 
     def _classify(self, s: int, ws: Workspace) -> tuple[StateClasses, bool]:
         """Walk the vocabulary from a bare frame holding only ``s``.  A state whose first bytes
-        start at least :data:`LOOKAHEAD_MIN_SHARE` of the tokens is classified one token group at a time,
-        and a group whose bounded region has a key takes its classes from the tokenizer's cache.
+        start at least :data:`LOOKAHEAD_MIN_SHARE` of the tokens is classified one token group at a
+        time, and a group whose bounded region has a key takes its classes from the tokenizer's cache.
         Returns the classes and whether some group came from the cache."""
         A, sc = self.kernel, self._scratch()
         weight = -1

@@ -312,7 +312,7 @@ class GrammarMatcher:
         walked: list[tuple[int, tuple[int, ...]]] = []  # (frames read, those frames) of each walk
         if paths:  # tokens of plain string characters within the run over the stack (pda.plain_runs)
             classes = comp.classes
-            run, to_end = classes.plain_runs(), classes.plain_to_end()
+            run, to_end = classes.plain_runs, classes.plain_to_end
             for path in paths:
                 within, frames = stack_run(run, to_end, s, path)
                 if frames:

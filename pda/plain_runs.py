@@ -127,11 +127,12 @@ def plain_moves(trans: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, 
     whether every plain character has a byte path there (what :func:`plain_runs` and
     :func:`plain_to_end` both start from)."""
     no_calls = np.zeros(trans.shape[0] + 1, np.int32)  # _after_one does not look at calls
-    return _after_one(trans, no_calls, *_shape_classes(byte_class))  # type: ignore[no-any-return]
+    return _after_one(trans, no_calls, *plain_shapes(byte_class))  # type: ignore[no-any-return]
 
 
-def _shape_classes(byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The shapes as CSR over positions: ``shape_ptr[k]..shape_ptr[k+1]`` are shape k's positions,
+def plain_shapes(byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The plain characters' byte shapes over ``byte_class`` (for :func:`consumes_more`), as CSR over
+    positions: ``shape_ptr[k]..shape_ptr[k+1]`` are shape k's positions,
     ``pos_ptr[p]..pos_ptr[p+1]`` the distinct byte classes of position p's range."""
     shape_ptr, pos_ptr, classes = [0], [0], []
     for shape in _SHAPES:
@@ -300,11 +301,6 @@ def stack_run(run: np.ndarray, to_end: np.ndarray, s: int, path: np.ndarray, cap
         read += 1
         best = max(best, total + int(run[q]))
     return min(best, cap), read
-
-
-def plain_shapes(byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The plain characters' byte shapes over ``byte_class`` (for :func:`consumes_more`)."""
-    return _shape_classes(byte_class)
 
 
 @njit(cache=True, nogil=True)

@@ -61,6 +61,7 @@ import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -194,10 +195,6 @@ class TokenClasses:
         self._minlen = rule_min_lengths(self.kernel) if self._keyed else np.zeros(0, np.int32)
         self._lengths = np.diff(self._trie.offsets)
         self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
-        self._moves_of_plain: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # _plain_moves
-        self._runs_of_plain: np.ndarray | None = None  # plain_runs
-        self._to_end_of_plain: np.ndarray | None = None  # plain_to_end
-        self._shapes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # plain_shapes
         self._chars_of_plain: dict[int, np.ndarray] = {}  # id(level trie) -> _plain_chars
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
         # byte set -> (its keyed groups, their bounds, their caps): one lookahead search each
@@ -274,29 +271,27 @@ class TokenClasses:
             got = self._short[s] = self._lengths[self.get(s).uncertain] <= FRAME_BYTES
         return got
 
+    @cached_property
     def _plain_moves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:func:`pda.plain_runs.plain_moves` of the automaton, made on first use (runs and ends share them)."""
-        got = self._moves_of_plain
-        if got is None:
-            got = self._moves_of_plain = plain_moves(self._aut.trans, self._aut.byte_class)
-        return got
+        """:func:`pda.plain_runs.plain_moves` of the automaton (runs and ends share them)."""
+        return plain_moves(self._aut.trans, self._aut.byte_class)
 
+    @cached_property
     def plain_runs(self) -> np.ndarray:
         """:func:`pda.plain_runs.plain_runs` of the automaton, made on first use."""
-        got = self._runs_of_plain
-        if got is None:
-            a = self._aut
-            got = self._runs_of_plain = plain_runs(a.trans, a.byte_class, a.call_ptr, a.call_rule, a.rule_start,
-                                                   moves=self._plain_moves())
-        return got
+        a = self._aut
+        return plain_runs(a.trans, a.byte_class, a.call_ptr, a.call_rule, a.rule_start, moves=self._plain_moves)
 
+    @cached_property
     def plain_to_end(self) -> np.ndarray:
         """:func:`pda.plain_runs.plain_to_end` of the automaton, made on first use."""
-        got = self._to_end_of_plain
-        if got is None:
-            a = self._aut
-            got = self._to_end_of_plain = plain_to_end(a.trans, a.byte_class, a.is_end, moves=self._plain_moves())
-        return got
+        a = self._aut
+        return plain_to_end(a.trans, a.byte_class, a.is_end, moves=self._plain_moves)
+
+    @cached_property
+    def _plain_shapes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:func:`pda.plain_runs.plain_shapes` of the automaton's byte classes (for consumes_more)."""
+        return plain_shapes(self._aut.byte_class)
 
     def plain_chars(self) -> np.ndarray:
         """:func:`pda.plain_runs.plain_char_counts` of every token (sorted-trie order), per tokenizer."""
@@ -320,7 +315,7 @@ class TokenClasses:
         for start in self._escape_starts.get(s, ()):
             mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
             pre = mask if pre is None else pre | mask
-        run = int(self.plain_runs()[s])  # plain characters the state surely consumes (pda.plain_runs)
+        run = int(self.plain_runs[s])  # plain characters the state surely consumes (pda.plain_runs)
         beyond = run > 0 and self._leaves_after_run(s, run)
         order = level.trie.order
         cand, row, accepted, split_unc = split_group(self._plain_chars(level), run, beyond,
@@ -338,11 +333,9 @@ class TokenClasses:
         its first ``to_end[s]`` characters reach an end state (where the thread escapes), and none is
         consumed in the frame (:func:`pda.plain_runs.consumes_more`)."""
         A = self.kernel
-        if not A.rule_escape[A.state_rule[s]] or self.plain_to_end()[s] < 0:
+        if not A.rule_escape[A.state_rule[s]] or self.plain_to_end[s] < 0:
             return False
-        if self._shapes is None:
-            self._shapes = plain_shapes(A.byte_class)
-        return not consumes_more(A.trans, A.call_ptr, *self._shapes, s, run)
+        return not consumes_more(A.trans, A.call_ptr, *self._plain_shapes, s, run)
 
     def _classify(self, s: int, ws: Workspace) -> tuple[StateClasses, bool]:
         """Walk the vocabulary from a bare frame holding only ``s``.  A state whose first bytes

@@ -203,17 +203,16 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     or, for a rule with ``rule_escape``, marks every token that gets there *uncertain* whatever
     follows (the rule's callers decide, at run time).  ``out[j]`` gets a TOKEN_* code.
 
-    Tokens share the work of their common prefix; a prefix that dies decides every token that
-    starts with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp``
-    gives the common prefixes and a dead prefix jumps over its subtree through ``skip`` (a dead
-    first byte through ``first_starts``), so a top that allows few tokens costs little more than
-    the tokens it allows; in a subset (a state's
-    uncertain tokens on a real stack) a dead prefix's candidates are found by galloping and
-    bisection.  A token whose bytes (``bytesets``) all loop on the start state is accepted without
-    a walk (whole vocabulary), and so is a token whose remaining bytes loop on the state of some
-    thread inside the frame at the depth the walk reached (that thread keeps its state and stack to
-    the end, whatever the other threads do; :mod:`pda.loop_bytes`).  Thread sets are built by
-    :mod:`pda.thread_sets`.
+    Tokens share the work of their common prefix; a prefix that dies decides every token that starts
+    with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp`` gives
+    the common prefixes and a dead prefix jumps over its subtree through ``skip`` (a dead first byte
+    through ``first_starts``), so a top that allows few tokens costs little more than the tokens it
+    allows; in a subset (a state's uncertain tokens on a real stack) a dead prefix's candidates are
+    found by galloping and bisection.  A token whose bytes (``bytesets``) all loop on the start
+    state is accepted without a walk (whole vocabulary), and so is a token whose remaining bytes
+    loop on the state of some thread inside the frame at the depth the walk reached (that thread
+    keeps its state and stack to the end, whatever the other threads do; :mod:`pda.loop_bytes`).
+    Thread sets are built by :mod:`pda.thread_sets`.
 
     Returns how many frames of ``stack`` (from the top) some pop read: a stack that agrees with
     this one on that many top frames gets the same answer for every token.

@@ -19,7 +19,8 @@ import numpy as np
 
 import pda
 from common import load_deepseek_tokenizer
-from pda.token_walk import make_workspace, walk_tokens
+from pda.token_walk import walk_tokens
+from pda.walk_workspace import make_workspace
 
 
 def main() -> None:

@@ -26,7 +26,8 @@ import numpy as np
 from .bitmask import _row_view_for_fill
 from .kernels import set_bits
 from .plain_runs import mark_within, stack_run
-from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, thread_workspace, walk_tokens
+from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, walk_tokens
+from .walk_workspace import thread_workspace
 from .stack import BOTTOM, StackArena
 from .walker import Config, Walker, as_bytes
 

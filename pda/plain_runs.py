@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .tokenizer import TokenTrie
+from .token_trie import TokenTrie
 
 __all__ = ["plain_char_counts", "plain_moves", "plain_runs", "plain_to_end", "plain_shapes", "consumes_more", "stack_run", "mark_within",
            "RUN_CAP"]

@@ -72,8 +72,9 @@ from .lookahead import (
     LookaheadScratch, byte_runs, class_bits, first_byte_weight, frame_key, lookahead_keys, make_scratch, rule_min_lengths,
 )
 from .token_walk import (
-    TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, Workspace, forget_entry_points, thread_workspace, walk_tokens,
+    TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, forget_entry_points, walk_listing, walk_tokens,
 )
+from .walk_workspace import Workspace, listing_buffers, thread_workspace
 from .normalize import REPEAT_PREFIX
 from .plain_runs import (
     consumes_more, plain_char_counts, plain_moves, plain_runs, plain_shapes, plain_to_end,
@@ -316,6 +317,8 @@ class TokenClasses:
             mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
             pre = mask if pre is None else pre | mask
         run = int(self.plain_runs[s])  # plain characters the state surely consumes (pda.plain_runs)
+        if run <= 0 and pre is None:  # nothing to decide before the walk
+            return self._walk_listing(level, s, ws)
         beyond = run > 0 and self._leaves_after_run(s, run)
         order = level.trie.order
         cand, row, accepted, split_unc = split_group(self._plain_chars(level), run, beyond,
@@ -327,6 +330,23 @@ class TokenClasses:
         if accepted > self.words:  # stored as bits exactly when that is smaller (StateClasses)
             return StateClasses(None, row, unc)
         return StateClasses(bits_to_ids(row, accepted), None, unc)
+
+    def _walk_listing(self, level: TokenGroup, s: int, ws: Workspace) -> StateClasses:
+        """:meth:`_walk` of every token of ``level``, listing only those it does not reject
+        (:func:`pda.token_walk.walk_listing`): from a state that allows a few first bytes (after a
+        value, inside a key) a few hundred tokens are read back, not a code per token."""
+        out, found = listing_buffers(self._trie.order.shape[0])
+        n = walk_listing(self.kernel, level.trie, level.cand, s, _NO_STACK, True, out, ws, found)  # cand: 0..n-1
+        codes, where = out[:n], found[:n]
+        ids = level.trie.order[where[codes == TOKEN_ACCEPTED]]
+        unc = where[codes >= TOKEN_UNCERTAIN]  # and TOKEN_OVERFLOW: decided on the real stack
+        if level.trie is not self._trie:
+            unc = level.to_main[unc]
+        if ids.shape[0] > self.words:  # stored as bits exactly when that is smaller (StateClasses)
+            row = np.zeros(self.words, dtype=np.int32)
+            set_bits(row, ids)
+            return StateClasses(None, row, unc)
+        return StateClasses(np.sort(ids), None, unc)
 
     def _leaves_after_run(self, s: int, run: int) -> bool:
         """Whether every plain token longer than ``run`` is uncertain from ``s``: its rule escapes,

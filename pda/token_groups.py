@@ -9,7 +9,7 @@ position far from the length limit, of every such string of every schema, has th
 them; in a C-like grammar they see the identifier automaton and what a space leads to.
 
 :data:`GROUPS` lists the groups in order; a token belongs to the first whose bytes and length it
-fits.  Each group is a trie of its own (:func:`pda.tokenizer.select_tokens`), built once per
+fits.  Each group is a trie of its own (:func:`pda.token_trie.select_tokens`), built once per
 tokenizer.
 """
 
@@ -19,7 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .tokenizer import TokenizerInfo, TokenTrie, select_tokens
+from .token_trie import TokenTrie, select_tokens
+from .tokenizer import TokenizerInfo
 
 __all__ = ["GroupSpec", "TokenGroup", "GROUPS", "token_groups", "byte_set", "WORD_BYTES", "STRING_SAFE_BYTES",
            "ALL_BYTES"]

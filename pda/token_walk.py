@@ -10,7 +10,6 @@ costs about 100 ns).
 
 from __future__ import annotations
 
-import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -18,10 +17,11 @@ from numba import njit
 
 from .loop_bytes import loop_bytes, utf8_loops
 from .thread_sets import closure, free_nodes, single_step
+from .walk_workspace import Workspace
 
 __all__ = [
-    "KernelAutomaton", "Workspace", "make_workspace", "thread_workspace", "walk_tokens", "TOKEN_REJECTED",
-    "TOKEN_ACCEPTED", "TOKEN_UNCERTAIN", "TOKEN_OVERFLOW",
+    "KernelAutomaton", "walk_tokens", "walk_listing", "TOKEN_REJECTED", "TOKEN_ACCEPTED", "TOKEN_UNCERTAIN",
+    "TOKEN_OVERFLOW",
 ]
 
 
@@ -29,9 +29,6 @@ TOKEN_REJECTED = 0  # no path consumes the token
 TOKEN_ACCEPTED = 1  # a path consumes it inside the frame (or on the real stack, at run time)
 TOKEN_UNCERTAIN = 2  # only paths that leave the frame for some possible caller consume it
 TOKEN_OVERFLOW = 3  # the walk outgrew its buffers: decide another way
-
-_CAP = 1024  # threads per depth
-_NODES = 1 << 14  # local stack nodes
 
 
 class KernelAutomaton(NamedTuple):
@@ -52,61 +49,6 @@ class KernelAutomaton(NamedTuple):
     has_loop: np.ndarray  # bool[S]: some byte leads from the state back to itself
 
 
-class Workspace(NamedTuple):
-    """Scratch arrays of one :func:`walk_tokens` caller (one per thread; reused across calls)."""
-
-    st: np.ndarray  # int32[D, CAP]: thread states per depth
-    nd: np.ndarray  # int32[D, CAP]: thread stack nodes per depth
-    cx: np.ndarray  # int8[D, CAP]: 1 for context threads (left the frame through a return site)
-    cnt: np.ndarray  # int32[D]: threads per depth
-    a_state: np.ndarray  # int32[NODES]: local stack nodes: return state ...
-    a_parent: np.ndarray  # ... and parent node
-    n_nodes: np.ndarray  # int64[3]: nodes in use; the lowest real-stack node read; the first local node
-    h_node: np.ndarray  # int32[2 * NODES]: the live local nodes by (state, parent), open addressing (-1: free)
-    node_slot: np.ndarray  # int32[NODES]: each local node's slot in h_node
-    h_thread: np.ndarray  # int32[2 * CAP]: the threads of the set a closure builds, by (state, node, context) ...
-    h_stamp: np.ndarray  # int64[2 * CAP + 1]: ... a slot is in use when its stamp is the closure's (the last counts)
-    a_top: np.ndarray  # int64[D]: nodes in use after each depth's closure
-    seeds_s: np.ndarray
-    seeds_n: np.ndarray
-    seeds_c: np.ndarray
-    wl_s: np.ndarray
-    wl_n: np.ndarray
-    wl_c: np.ndarray
-    esc: np.ndarray  # int8[D]: some path up to this depth could leave an escaping frame
-    lazy: np.ndarray  # int8[D]: the depth's one thread is at an end whose pop is not written out
-
-
-def make_workspace(max_token_len: int) -> Workspace:
-    """Scratch arrays for :func:`walk_tokens` (one per thread of use; reused across calls)."""
-    d = max_token_len + 1
-    return Workspace(
-        np.empty((d, _CAP), np.int32), np.empty((d, _CAP), np.int32), np.empty((d, _CAP), np.int8),
-        np.zeros(d, np.int32), np.empty(_NODES, np.int32), np.empty(_NODES, np.int32), np.zeros(3, np.int64),
-        np.full(2 * _NODES, -1, np.int32), np.empty(_NODES, np.int32), np.empty(2 * _CAP, np.int32),
-        np.zeros(2 * _CAP + 1, np.int64),
-        np.zeros(d, np.int64), np.empty(_CAP, np.int32), np.empty(_CAP, np.int32), np.empty(_CAP, np.int8),
-        np.empty(4 * _CAP, np.int32), np.empty(4 * _CAP, np.int32), np.empty(4 * _CAP, np.int8),
-        np.zeros(d, np.int8), np.zeros(d, np.int8),
-    )
-
-
-_THREAD = threading.local()  # per thread: workspaces by longest token length
-
-
-def thread_workspace(max_token_len: int) -> Workspace:
-    """This thread's workspace for tokens of at most ``max_token_len`` bytes (about 1.6 MB for 128),
-    shared by every matcher and token-class computation on the thread: a walk never outlives its
-    kernel call, so one workspace per thread is enough."""
-    mine: dict[int, Workspace] | None = getattr(_THREAD, "by_length", None)
-    if mine is None:
-        mine = _THREAD.by_length = {}
-    ws = mine.get(max_token_len)
-    if ws is None:
-        ws = mine[max_token_len] = make_workspace(max_token_len)
-    return ws
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _starts_with(data, offsets, i, pa, n):
     # token i starts with the n bytes at data[pa:]
@@ -117,6 +59,44 @@ def _starts_with(data, offsets, i, pa, n):
         if data[a + k] != data[pa + k]:
             return False
     return True
+
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _emit(out, found, n, j, code):
+    # token j's code: into out[j]; or, listing (found non-empty), into out[n] with j in found[n]
+    # when it is not rejected.  Returns how many are listed.
+    if found.shape[0] == 0:
+        out[j] = code
+    elif code != TOKEN_REJECTED:
+        out[n] = code
+        found[n] = j
+        n += 1
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _next_live(starts, base, x, trans, byte_class, st, cnt, d):
+    # the least byte y >= x that starts some token of the ranges starts[base + y]:starts[base + y + 1]
+    # and that some thread of the set at depth d reads (256: none)
+    while x < 256:
+        if starts[base + x] < starts[base + x + 1]:
+            c = byte_class[x]
+            for k in range(cnt[d]):
+                if trans[st[d, k], c] >= 0:
+                    return x
+        x += 1
+    return 256
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _overflow_all(out, found, ncand):
+    # every token overflows (listed, if listing)
+    for j in range(ncand):
+        out[j] = TOKEN_OVERFLOW
+        if found.shape[0]:
+            found[j] = j
+    return ncand
 
 
 _ENTRY_LIMIT = 256  # (automaton, trie, workspace) triples whose compiled entry walk_tokens remembers
@@ -154,7 +134,31 @@ def _kinds(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def walk_tokens(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, stack: np.ndarray, expand: bool,
                 out: np.ndarray, ws: Workspace) -> int:
-    """Classify the sorted tokens ``cand`` from one top (:func:`_walk_tokens`, which says how).
+    """Classify the sorted tokens ``cand`` from one top (:func:`_walk_tokens`, which says how):
+    ``out[j]`` gets the TOKEN_* code of token ``cand[j]``.  Returns how many frames of ``stack``
+    some pop read."""
+    return _call(A, T, cand, start_state, stack, expand, out, ws, _NO_FOUND)[0]
+
+
+def walk_listing(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, stack: np.ndarray, expand: bool,
+                 out: np.ndarray, ws: Workspace, found: np.ndarray) -> int:
+    """:func:`walk_tokens` that lists only the tokens it does not reject: returns their number
+    ``n``; ``found[:n]`` are their positions in ``cand`` (ascending) and ``out[:n]`` their codes.
+    ``out`` and ``found`` (int32) hold at least ``len(cand)`` entries.  A whole vocabulary from a
+    top that allows a few hundred tokens is then read and written a few hundred times, not 129k."""
+    if found.shape[0] < cand.shape[0] or out.shape[0] < cand.shape[0]:
+        raise ValueError("walk_listing: out and found must hold an entry per candidate")
+    if cand.shape[0] == 0:
+        return 0
+    return _call(A, T, cand, start_state, stack, expand, out, ws, found)[1]
+
+
+_NO_FOUND = np.zeros(0, dtype=np.int32)  # walk_tokens: every code into out, none listed
+
+
+def _call(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, stack: np.ndarray, expand: bool,
+          out: np.ndarray, ws: Workspace, found: np.ndarray) -> tuple[int, int]:
+    """Run :func:`_walk_tokens`; returns (frames read, tokens listed or ``len(cand)``).
 
     numba's dispatcher types every argument on every call, and a NamedTuple of arrays is typed in
     Python: about 8 µs for these three, more than many walks take.  The automaton, the trie and the
@@ -166,36 +170,39 @@ def walk_tokens(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, 
     dispatcher."""
     key = (id(A), id(T), id(ws))
     got = _entries.get(key)
-    if got is not None and cand.flags.c_contiguous and stack.flags.c_contiguous and out.flags.c_contiguous:
+    if got is not None and cand.flags.c_contiguous and stack.flags.c_contiguous and out.flags.c_contiguous \
+            and found.flags.c_contiguous:
         try:
-            return got[3](A, T, cand, start_state, stack, expand, out, ws)  # type: ignore[no-any-return]
+            read, n = got[3](A, T, cand, start_state, stack, expand, out, ws, found)
+            return int(read), int(n)
         except TypeError:
             pass
-    args = (A, T, cand, start_state, stack, expand, out, ws)
+    args = (A, T, cand, start_state, stack, expand, out, ws, found)
     overloads = getattr(_walk_tokens, "overloads", None)  # None: NUMBA_DISABLE_JIT
     if overloads is None:
-        return int(_walk_tokens(*args))
+        read, n = _walk_tokens(*args)
+        return int(read), int(n)
     kinds = _kinds(args)
     entry = _by_kinds.get(kinds)
     if entry is None:  # the dispatcher types the arguments and compiles (or loads) the kernel
-        read = _walk_tokens(*args)
+        read, n = _walk_tokens(*args)
         compiled = overloads.get(tuple(_walk_tokens.typeof_pyval(x) for x in args))
         if compiled is not None:
             entry = _by_kinds[kinds] = compiled.entry_point
     else:
-        read = entry(*args)
+        read, n = entry(*args)
     if entry is not None:
         if len(_entries) >= _ENTRY_LIMIT:
             _entries.clear()
         _entries[key] = (A, T, ws, entry)
-    return int(read)
+    return int(read), int(n)
 
 
 @njit(cache=True, nogil=True)
-def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
+def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
     """Classify the sorted tokens ``cand`` (ascending sorted-trie indices) from one top.
 
-    ``A`` is a :class:`KernelAutomaton`, ``T`` the :class:`~pda.tokenizer.TokenTrie`, ``ws`` a
+    ``A`` is a :class:`KernelAutomaton`, ``T`` the :class:`~pda.token_trie.TokenTrie`, ``ws`` a
     :class:`Workspace`.
     The walk starts at ``start_state`` over ``stack`` (return states, bottom first; empty for a
     bare frame).  With ``expand`` (precompute), reaching the end of the rule at the frame bottom
@@ -205,9 +212,10 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
 
     Tokens share the work of their common prefix; a prefix that dies decides every token that starts
     with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp`` gives
-    the common prefixes and a dead prefix jumps over its subtree through ``skip`` (a dead first byte
-    through ``first_starts``), so a top that allows few tokens costs little more than the tokens it
-    allows; in a subset (a state's uncertain tokens on a real stack) a dead prefix's candidates are
+    the common prefixes and a dead prefix jumps over its subtree through ``skip`` (a dead first or
+    second byte through ``first_starts`` or ``second_starts``, together with the subtrees of the
+    following bytes that no thread at that depth reads), so a top that allows few tokens costs
+    little more than the tokens it allows; in a subset (a state's uncertain tokens on a real stack) a dead prefix's candidates are
     found by galloping and bisection.  A token whose bytes (``bytesets``) all loop on the start
     state is accepted without a walk (whole vocabulary), and so is a token whose remaining bytes
     loop on the state of some thread inside the frame at the depth the walk reached (that thread
@@ -229,13 +237,11 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
         A.is_end, A.state_rule, A.rule_escape, A.has_loop
     ret_ptr, ret_state, call_ptr, call_rule, call_return, rule_start = A.ret_ptr, A.ret_state, A.call_ptr, \
         A.call_rule, A.call_return, A.rule_start
-    data, offsets, lcp, skip, bytesets, whole_utf8, first_starts = T.data, T.offsets, T.lcp, T.skip, T.bytesets, \
-        T.whole_utf8, T.first_starts
+    data, offsets, lcp, skip, bytesets, whole_utf8, first_starts, second_starts = T.data, T.offsets, T.lcp, T.skip, \
+        T.bytesets, T.whole_utf8, T.first_starts, T.second_starts
     n_stack = stack.shape[0]
     if n_stack > a_state.shape[0] // 2:
-        for j in range(cand.shape[0]):
-            out[j] = TOKEN_OVERFLOW
-        return n_stack
+        return n_stack, _overflow_all(out, found, cand.shape[0])
     top = -1
     for k in range(n_stack):
         a_state[k] = stack[k]
@@ -250,9 +256,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     if not closure(0, 1, hn, n_stack, expand, st, nd, cx, cnt, a_state, a_parent, n_nodes,
             seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, is_end, state_rule, rule_escape, ret_ptr,
             ret_state, call_ptr, call_rule, call_return, rule_start):
-        for j in range(cand.shape[0]):
-            out[j] = TOKEN_OVERFLOW
-        return n_stack
+        return n_stack, _overflow_all(out, found, cand.shape[0])
     lazy[0] = 0
     a_top[0] = n_nodes[0]
     valid = 0  # depths 0..valid hold the sets of the previous token's prefix
@@ -262,7 +266,9 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
     prev = -1
     ncand = cand.shape[0]
     full = ncand == offsets.shape[0] - 1  # ascending and distinct: cand[j] == j
-    if full:
+    sparse = found.shape[0] > 0
+    nfound = 0
+    if full and not sparse:
         for j in range(ncand):
             out[j] = TOKEN_REJECTED
     # the bytes that lead from the start state back to itself: a token made only of them is
@@ -299,9 +305,16 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
             # subset, past the candidates that start with the prefix)
             nj = j
             if full:
-                if dead_at == 1:  # a first byte that dies: past its tokens at once (a state that
-                    # allows a few first bytes rejects the others' subtrees, thousands of skips)
-                    nj = max(nj, first_starts[data[offsets[prev]] + 1])
+                # a first or second byte that dies: past its tokens, and those of every following
+                # byte no thread at that depth reads, at once (a state that allows a few first
+                # bytes visited a token of every other first byte, then skipped its subtree)
+                if dead_at == 1 and lazy[0] == 0:
+                    x = _next_live(first_starts, 0, data[offsets[prev]] + 1, trans, byte_class, st, cnt, 0)
+                    nj = max(nj, first_starts[x])
+                elif dead_at == 2 and lazy[1] == 0:
+                    base = data[offsets[prev]] * 257
+                    x = _next_live(second_starts, base, data[offsets[prev] + 1] + 1, trans, byte_class, st, cnt, 1)
+                    nj = max(nj, second_starts[base + x])
                 while nj < ncand and lcp[nj] >= dead_at:
                     nj = skip[nj]
             else:  # the candidates that start with the prefix follow j: gallop, then bisect
@@ -319,9 +332,9 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                         nj = mid + 1
                     else:
                         hi = mid
-            if dead_res != TOKEN_REJECTED or not full:  # a whole vocabulary's out is pre-filled
+            if dead_res != TOKEN_REJECTED or not (full or sparse):  # out is pre-filled, or lists the others
                 for k in range(j, nj):
-                    out[k] = dead_res
+                    nfound = _emit(out, found, nfound, k, dead_res)
             j = nj
         if j >= ncand:
             break
@@ -348,17 +361,17 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                 and ((bytesets[i, 2] & ~loopsk[2]) == 0 and (bytesets[i, 3] & ~loopsk[3]) == 0 or utf8k and whole_utf8[i]):
             shortcut = kres
         if shortcut >= 0:
-            out[j] = shortcut
+            nfound = _emit(out, found, nfound, j, shortcut)
             valid = min(valid, common)  # the next token shares with the last walked one at most this
             dead_at = -1
             over_at = -1
             continue
         prev = i
         if dead_at > 0 and common >= dead_at:
-            out[j] = dead_res
+            nfound = _emit(out, found, nfound, j, dead_res)
             continue
         if over_at > 0 and common >= over_at:
-            out[j] = TOKEN_OVERFLOW
+            nfound = _emit(out, found, nfound, j, TOKEN_OVERFLOW)
             continue
         dead_at = -1
         over_at = -1
@@ -565,5 +578,5 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws):
                     result = TOKEN_ACCEPTED
                     break
                 result = TOKEN_UNCERTAIN
-        out[j] = result
-    return n_stack - n_nodes[1]
+        nfound = _emit(out, found, nfound, j, result)
+    return n_stack - n_nodes[1], nfound if sparse else ncand

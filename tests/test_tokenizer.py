@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from pda.errors import TokenizerError
-from pda.tokenizer import TokenizerInfo, TokenTrie, VocabType, build_token_trie, byte_level_alphabet, select_tokens
+from pda.token_trie import TokenTrie, build_token_trie, select_tokens
+from pda.tokenizer import TokenizerInfo, VocabType, byte_level_alphabet
 
 SAMPLES = [
     "Hello, world!",
@@ -222,13 +223,17 @@ def brute_force_trie(token_bytes: list[bytes]) -> TokenTrie:
     whole = np.array([_decodes(t) for t in toks], dtype=np.bool_)
     firsts = [t[0] for t in toks]
     starts = np.array([next((i for i, f in enumerate(firsts) if f >= b), n) for b in range(257)])
+    # the tokens that start with (b, c) come after those that start with b and end there or go on below c
+    seconds = np.array([next((i for i in range(starts[b], n) if toks[i][0] > b or len(toks[i]) > 1 and toks[i][1] >= c), n)
+                        for b in range(256) for c in range(257)])
     return TokenTrie(np.array(ids), np.frombuffer(b"".join(toks), np.uint8), offsets, np.array(lcp), np.array(skip),
-                     sets, whole, starts)
+                     sets, whole, starts, seconds)
 
 
 def check_trie(trie: TokenTrie, want: TokenTrie) -> None:
     """Equal arrays, with the promised dtypes."""
-    for field, dtype in zip(TokenTrie._fields, [np.int32, np.uint8, np.int32, np.int32, np.int32, np.uint64, np.bool_, np.int32]):
+    for field, dtype in zip(TokenTrie._fields, [np.int32, np.uint8, np.int32, np.int32, np.int32, np.uint64, np.bool_, np.int32,
+                                                  np.int32]):
         got = getattr(trie, field)
         assert got.dtype == dtype, field
         assert np.array_equal(got, getattr(want, field)), field

@@ -9,7 +9,8 @@ import random
 import numpy as np
 
 from pda.thread_sets import LINEAR, free_nodes, push_node
-from pda.token_walk import make_workspace, walk_tokens
+from pda.token_walk import walk_tokens
+from pda.walk_workspace import make_workspace
 
 from .test_walk_reference import case_of, max_token_length, vocab_trie
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from pda import GrammarCompiler, TokenizerInfo, token_walk
-from pda.token_walk import thread_workspace, walk_tokens
+from pda.token_walk import walk_tokens
+from pda.walk_workspace import thread_workspace
 
 
 class _Counting:
@@ -46,7 +47,7 @@ def test_a_new_automaton_reuses_the_entry_of_its_kind(monkeypatch: pytest.Monkey
             got = np.empty(cand.shape[0], np.int8)
             want = np.empty(cand.shape[0], np.int8)
             read = walk_tokens(kernel, trie, cand, s, stack, True, got, ws)
-            assert read == kernel_of(kernel, trie, cand, s, stack, True, want, ws)
+            assert read == kernel_of(kernel, trie, cand, s, stack, True, want, ws, token_walk._NO_FOUND)[0]
             assert got.tolist() == want.tolist()
         assert (id(kernel), id(trie), id(ws)) in token_walk._entries
         if k:  # the first schema may have brought the first entry of these kinds

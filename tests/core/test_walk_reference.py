@@ -51,12 +51,15 @@ from hypothesis import strategies as st
 from pda import Grammar, TokenizerInfo, grammars
 from pda.automaton import Automaton
 from pda.ir import Expr, Ref, alt, lit, opt, plus, seq, star
-from pda.token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_REJECTED, TOKEN_UNCERTAIN, make_workspace, walk_tokens
+from pda.token_walk import (
+    TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_REJECTED, TOKEN_UNCERTAIN, walk_listing, walk_tokens,
+)
+from pda.walk_workspace import make_workspace
 from pda.matcher import Config, Walker
 from pda.token_walk import KernelAutomaton
 from pda.precompute import kernel_automaton, max_token_length
 from pda.stack import BOTTOM, StackArena
-from pda.tokenizer import TokenTrie
+from pda.token_trie import TokenTrie
 from pda.walk_reference import ClosureTooLarge, ReferenceWalk, walk_tokens_reference
 
 from .util import G
@@ -257,8 +260,15 @@ def kernel_walk(case: Case, trie: TokenTrie, ws: Any, cand: np.ndarray, state: i
     out = np.empty(cand.shape[0], dtype=np.int8)
     escape = np.zeros(len(case.aut.rule_names), dtype=np.bool_)
     escape[list(escape_rules)] = True
-    walk_tokens(case.kernel._replace(rule_escape=escape), trie, cand, state, np.asarray(stack, dtype=np.int32),
-                expand, out, ws)
+    kernel = case.kernel._replace(rule_escape=escape)
+    walk_tokens(kernel, trie, cand, state, np.asarray(stack, dtype=np.int32), expand, out, ws)
+    # the listing walk names exactly the tokens the walk does not reject, with the same codes
+    codes = np.full(cand.shape[0] + 1, 99, dtype=np.int8)
+    found = np.full(cand.shape[0] + 1, -1, dtype=np.int32)
+    n = walk_listing(kernel, trie, cand, state, np.asarray(stack, dtype=np.int32), expand, codes, ws, found)
+    listed = np.flatnonzero(out != TOKEN_REJECTED)
+    assert found[:n].tolist() == listed.tolist(), f"{case.name}: state {state}: listing names other tokens"
+    assert codes[:n].tolist() == out[listed].tolist(), f"{case.name}: state {state}: listing's codes differ"
     return out
 
 

@@ -1,7 +1,8 @@
 """The kernels around one token group's walk, so a group's classes take three kernel calls.
 
 :meth:`pda.precompute.TokenClasses._walk` classifies the tokens of one group
-(:mod:`pda.token_groups`) from a bare frame:
+(:mod:`pda.token_groups`) from a bare frame, when a plain run (or an escape start) decides some
+of them before the walk (otherwise one listing walk does it all):
 
 1. :func:`split_group` sorts the group's tokens before any walk (:mod:`pda.plain_runs`): a token of
    at most ``run`` plain characters (or one the caller already knows is accepted) is *accepted* and

@@ -31,9 +31,11 @@ Every position of a counted string far from its limit, in every schema, has the 
 the word-like tokens; so do the positions inside the blocks of long repeats.  A state whose
 first bytes start fewer than :data:`LOOKAHEAD_MIN_SHARE` of the tokens (a key, a number,
 punctuation) is walked over the whole vocabulary at once: its walk costs less than the keys.  A
-group's walk is three kernel calls (:mod:`pda.group_kernels`).  A group whose region
-has more states than the group's cap is walked from the state.  The classes are the same as
-without sharing, state by state (``tests/test_batch_and_mask_cache.py`` compares them).
+group's walk is three kernel calls (:mod:`pda.group_kernels`) when plain runs decide tokens before
+it, else one walk that lists only the tokens it keeps (:func:`pda.token_walk.walk_listing`: after a
+value, a few hundred entries, not a code per token).  A group whose region has more states than
+the group's cap is walked from the state.  The classes are the same as without sharing, state by
+state (``tests/test_batch_and_mask_cache.py`` compares them).
 
 **Frame classes.**  Near the end of a block of a long counted repeat nearly every token leaves the
 block's frame, so nearly the whole vocabulary is uncertain, and the matcher would walk it on the

@@ -96,7 +96,7 @@ def token_groups(tok: TokenizerInfo, groups: tuple[GroupSpec, ...]) -> tuple[Tok
                                   np.arange(sel.shape[0], dtype=np.int32)))
         return tuple(out)
 
-    key = "pda-token-groups|" + "|".join(f"{g.name}:{g.allowed.tobytes().hex()}:{g.longer_than}:{g.at_most}"
-                                         for g in groups)
+    key = "pda-token-groups|" + "|".join(f"{g.name}:{g.allowed.tobytes().hex()}:{g.longer_than}:{g.at_most}:{g.cap}"
+                                         for g in groups)  # every field: each group keeps its spec
     return tok.class_cache.get(key, build,  # type: ignore[no-any-return]
                                lambda gs: sum(g.trie.data.nbytes + 40 * g.cand.shape[0] for g in gs))

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from pda.errors import TokenizerError
+from pda.token_groups import WORD_BYTES, GroupSpec, token_groups
 from pda.token_trie import TokenTrie, build_token_trie, select_tokens
 from pda.tokenizer import TokenizerInfo, VocabType, byte_level_alphabet
 
@@ -343,3 +344,13 @@ def test_selected_tokens_make_the_trie_of_those_tokens(infos) -> None:
         chosen = set(info.trie.order[sel].tolist())
         only = [b if i in chosen else b"" for i, b in enumerate(info.token_bytes)]
         check_trie(select_tokens(info.trie, sel), brute_force_trie(only))
+
+
+def test_token_groups_keep_the_spec_they_were_asked_with() -> None:
+    """Group lists that differ only in a cap are cached apart: each group keeps its own cap."""
+    info = TokenizerInfo.from_vocab_bytes([b"a", b"ab", b'"', b"<eos>"], stop_token_ids=[3])
+    spec = GroupSpec("word", WORD_BYTES, 0, None, 64)
+    keyed = token_groups(info, (spec,))
+    unkeyed = token_groups(info, (spec._replace(cap=0),))
+    assert [g.spec.cap for g in keyed] == [64, 0]  # the word group, then the rest (the quote)
+    assert [g.spec.cap for g in unkeyed] == [0, 0]

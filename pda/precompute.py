@@ -339,9 +339,9 @@ class TokenClasses:
         value, inside a key) a few hundred tokens are read back, not a code per token."""
         out, found = listing_buffers(self._trie.order.shape[0])
         n = walk_listing(self.kernel, level.trie, level.cand, s, _NO_STACK, True, out, ws, found)  # cand: 0..n-1
-        codes, where = out[:n], found[:n]
-        ids = level.trie.order[where[codes == TOKEN_ACCEPTED]]
-        unc = where[codes >= TOKEN_UNCERTAIN]  # and TOKEN_OVERFLOW: decided on the real stack
+        accepted, where = out[:n] == TOKEN_ACCEPTED, found[:n]
+        ids = level.trie.order[where[accepted]]
+        unc = where[~accepted]  # every other listed token: UNCERTAIN or OVERFLOW, decided on the real stack
         if level.trie is not self._trie:
             unc = level.to_main[unc]
         if ids.shape[0] > self.words:  # stored as bits exactly when that is smaller (StateClasses)

@@ -61,7 +61,6 @@ def _starts_with(data, offsets, i, pa, n):
     return True
 
 
-
 @njit(cache=True, nogil=True, inline="always")
 def _emit(out, found, n, j, code):
     # token j's code: into out[j]; or, listing (found non-empty), into out[n] with j in found[n]
@@ -208,22 +207,25 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
     bare frame).  With ``expand`` (precompute), reaching the end of the rule at the frame bottom
     either continues at every return site of the rule as a context thread ("context expansion"),
     or, for a rule with ``rule_escape``, marks every token that gets there *uncertain* whatever
-    follows (the rule's callers decide, at run time).  ``out[j]`` gets a TOKEN_* code.
+    follows (the rule's callers decide, at run time).  ``out[j]`` gets a TOKEN_* code; or, with a
+    non-empty ``found`` (:func:`walk_listing`), only the tokens not rejected are written, their codes
+    to ``out[0:n]`` and their positions ``j`` to ``found[0:n]``.
 
     Tokens share the work of their common prefix; a prefix that dies decides every token that starts
     with it without further work.  When ``cand`` is the whole vocabulary, the trie's ``lcp`` gives
     the common prefixes and a dead prefix jumps over its subtree through ``skip`` (a dead first or
     second byte through ``first_starts`` or ``second_starts``, together with the subtrees of the
     following bytes that no thread at that depth reads), so a top that allows few tokens costs
-    little more than the tokens it allows; in a subset (a state's uncertain tokens on a real stack) a dead prefix's candidates are
-    found by galloping and bisection.  A token whose bytes (``bytesets``) all loop on the start
-    state is accepted without a walk (whole vocabulary), and so is a token whose remaining bytes
-    loop on the state of some thread inside the frame at the depth the walk reached (that thread
-    keeps its state and stack to the end, whatever the other threads do; :mod:`pda.loop_bytes`).
-    Thread sets are built by :mod:`pda.thread_sets`.
+    little more than the tokens it allows; in a subset (a state's uncertain tokens on a real stack)
+    a dead prefix's candidates are found by galloping and bisection.  A token whose bytes
+    (``bytesets``) all loop on the start state is accepted without a walk (whole vocabulary), and
+    so is a token whose remaining bytes loop on the state of some thread inside the frame at the
+    depth the walk reached (that thread keeps its state and stack to the end, whatever the other
+    threads do; :mod:`pda.loop_bytes`).  Thread sets are built by :mod:`pda.thread_sets`.
 
-    Returns how many frames of ``stack`` (from the top) some pop read: a stack that agrees with
-    this one on that many top frames gets the same answer for every token.
+    Returns ``(read, n)``: how many frames of ``stack`` (from the top) some pop read -- a stack
+    that agrees with this one on that many top frames gets the same answer for every token -- and
+    how many tokens were listed (``len(cand)`` when not listing).
     """
     # unpacked once: numba passes NamedTuples to helpers slowly
     st, nd, cx, cnt, a_state, a_parent, n_nodes, a_top = ws.st, ws.nd, ws.cx, ws.cnt, ws.a_state, ws.a_parent, \
@@ -308,7 +310,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
                 # a first or second byte that dies: past its tokens, and those of every following
                 # byte no thread at that depth reads, at once (a state that allows a few first
                 # bytes visited a token of every other first byte, then skipped its subtree)
-                if dead_at == 1 and lazy[0] == 0:
+                if dead_at == 1:  # (the start set is never lazy)
                     x = _next_live(first_starts, 0, data[offsets[prev]] + 1, trans, byte_class, st, cnt, 0)
                     nj = max(nj, first_starts[x])
                 elif dead_at == 2 and lazy[1] == 0:

@@ -173,16 +173,18 @@ def spell(ranges: Ranges) -> Expr:
     return _spell_given(ranges if isinstance(ranges, tuple) else tuple(ranges))
 
 
-# Spellings are memoised by the ranges as given (normalising costs more than the lookup) and by
-# the normalised ranges, least recently used first out: a server meets new code-point sets (the
-# characters of new property names) for as long as it runs, and a table that stopped growing at
-# its bound recomputed every set it met after that, common ones included.
-@lru_cache(maxsize=8192)
+# Spellings are memoised by the ranges as given (normalising costs more than the lookup), least
+# recently used first out: a server meets new code-point sets (the characters of new property
+# names) for as long as it runs, and a table that stopped growing at its bound recomputed every set
+# it met after that, common ones included.  1,024 entries: on 400 JSON Schemas that hit 92.0% of
+# 129,794 calls, 8,192 entries 92.4%; and each entry is a small tree of nodes that every full
+# collection of the garbage collector walks (8,192 trees made each about 20 ms longer).  (A second
+# table by the normalised ranges was hit 0 times there and is gone.)
+@lru_cache(maxsize=1024)
 def _spell_given(ranges: Ranges) -> Expr:
     return _spell(normalize_ranges(ranges))
 
 
-@lru_cache(maxsize=8192)
 def _spell(ranges: Ranges) -> Expr:
     """:func:`spell` of normalised ``ranges``."""
     # (every list below is sorted and merged: intersected without normalising again)

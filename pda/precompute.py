@@ -157,6 +157,17 @@ class StateClasses:
             set_bits(row, self.accepted_ids)
 
 
+def _fields(c: StateClasses) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """``c``'s fields as a plain tuple, the form the tokenizer's class cache keeps: a tuple of arrays
+    is not tracked by the garbage collector (a dataclass is), so thousands of cached classes add
+    nothing to a collection's walk of the heap."""
+    return c.accepted_ids, c.accepted_bits, c.uncertain
+
+
+def _fields_nbytes(fields: tuple[np.ndarray | None, np.ndarray | None, np.ndarray]) -> int:
+    return StateClasses(*fields).nbytes
+
+
 def _union(parts: list[StateClasses], words: int) -> StateClasses:
     """The classes of the tokens of all the (disjoint) groups ``parts``."""
     if len(parts) == 1:
@@ -384,7 +395,7 @@ class TokenClasses:
                 parts.append(self._walk(g, s, ws))
                 continue
             before = cache.misses
-            parts.append(cache.get(key, lambda: self._walk(g, s, ws), lambda c: c.nbytes))  # type: ignore[arg-type]
+            parts.append(StateClasses(*cache.get(key, lambda: _fields(self._walk(g, s, ws)), _fields_nbytes)))
             shared |= cache.misses == before
         return _union(parts, self.words), shared
 

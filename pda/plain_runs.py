@@ -50,7 +50,7 @@ from numba import njit
 
 from .token_trie import TokenTrie
 
-__all__ = ["plain_char_counts", "plain_moves", "plain_runs", "plain_to_end", "plain_shapes", "consumes_more", "stack_run", "mark_within",
+__all__ = ["plain_char_counts", "plain_prefix_counts", "plain_moves", "plain_runs", "plain_to_end", "plain_shapes", "consumes_more", "stack_run", "mark_within",
            "RUN_CAP"]
 
 # "At least this many": a token with more characters is walked.  The cap also bounds the solver's
@@ -75,16 +75,30 @@ _MAX_AFTER = 32  # more distinct states after one character than this: counted a
 def plain_char_counts(trie: TokenTrie) -> np.ndarray:
     """int16 per token of ``trie``: its number of characters when it is made only of plain
     characters (complete UTF-8), else -1."""
+    return _plain_counts(trie.data, trie.offsets, *_shape_ranges(), False)
+
+
+def plain_prefix_counts(trie: TokenTrie) -> np.ndarray:
+    """int16 per token of ``trie``: how many plain characters a run must surely consume for the
+    token to be consumed, or -1.  That is :func:`plain_char_counts` for a token of whole
+    characters; a token of plain characters and then the first bytes of one more (byte-level
+    vocabularies split multi-byte characters) counts that one too, since a prefix of a sequence
+    that is consumed is consumed.  Such tokens are -1 in :func:`plain_char_counts`."""
+    return _plain_counts(trie.data, trie.offsets, *_shape_ranges(), True)
+
+
+def _shape_ranges() -> tuple[np.ndarray, np.ndarray]:
+    """:data:`_SHAPES` as arrays: lo[k, p], hi[k, p] bound byte ``p`` of shape ``k`` (hi -1: no byte ``p``)."""
     lo = np.zeros((len(_SHAPES), 4), np.int32)
     hi = np.full((len(_SHAPES), 4), -1, np.int32)
     for k, shape in enumerate(_SHAPES):
         for p, (a, b) in enumerate(shape):
             lo[k, p], hi[k, p] = a, b
-    return _plain_counts(trie.data, trie.offsets, lo, hi)
+    return lo, hi
 
 
 @njit(cache=True, nogil=True)
-def _plain_counts(data, offsets, lo, hi):  # pragma: no cover - numba
+def _plain_counts(data, offsets, lo, hi, partial):  # pragma: no cover - numba
     n = offsets.shape[0] - 1
     out = np.full(n, -1, np.int16)
     for i in range(n):
@@ -97,12 +111,13 @@ def _plain_counts(data, offsets, lo, hi):  # pragma: no cover - numba
                     w = 1
                     while w < 4 and hi[k, w] >= 0:
                         w += 1
-                    good = a + w <= b
-                    for p in range(1, w):
+                    end = min(a + w, b)  # partial: the token may end inside its last character
+                    good = partial or a + w <= b
+                    for p in range(1, end - a):
                         if good and not (lo[k, p] <= data[a + p] <= hi[k, p]):
                             good = False
                     if good:
-                        width = w
+                        width = end - a
                     break
             if width == 0:
                 chars = -1

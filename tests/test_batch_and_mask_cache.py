@@ -120,15 +120,19 @@ CHAIN_DOCS = [
 ]
 
 
+@pytest.mark.parametrize("plain_split", [16, None])
 def test_grouped_classes_equal_per_state_classes(tok: TokenizerInfo, deepseek_tokenizer: Any,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                 monkeypatch: pytest.MonkeyPatch, plain_split: int | None) -> None:
     """Token classes taken from bounded-lookahead keys (pda.lookahead, pda.token_groups) equal
     the classes of every state walked over the whole vocabulary, on chains of counted strings,
     long-repeat blocks, a long enum, patternProperties, extra keys and a C-like grammar; twice
     over, so that the second grammar takes its classes from the tokenizer's cache.  Every state
-    goes through the keys (``LOOKAHEAD_MIN_SHARE`` 0), not only the wide ones."""
+    goes through the keys (``LOOKAHEAD_MIN_SHARE`` 0), not only the wide ones; with
+    ``PLAIN_SPLIT_CHARS`` 16, those that surely consume 16 plain characters take the plain split
+    instead (only the tokens beyond it walked, pda.token_groups.plain_split)."""
     hf = deepseek_tokenizer
     monkeypatch.setattr(pda.precompute, "LOOKAHEAD_MIN_SHARE", 0.0)
+    monkeypatch.setattr(pda.precompute, "PLAIN_SPLIT_CHARS", plain_split or 10**6)
     c_like = grammars.path("c_like")
     cases = [
         (lambda c: c.compile_json_schema(CHAINS), [hf.encode(json.dumps(d), add_special_tokens=False) for d in CHAIN_DOCS]),
@@ -330,11 +334,13 @@ def test_lookahead_keys_equal_the_reference(tok: TokenizerInfo) -> None:
 
 
 def test_token_classes_are_shared_across_grammars_of_one_tokenizer(deepseek_tokenizer: Any, sharing: None) -> None:
+    """Counted strings shorter than ``PLAIN_SPLIT_CHARS`` take their classes through the keys."""
     tok = TokenizerInfo.from_huggingface(deepseek_tokenizer)
-    first = GrammarCompiler(tok, precompute="lazy").compile_json_schema(SCHEMA)
-    ids = deepseek_tokenizer.encode(json.dumps(DOCS[0]), add_special_tokens=False)
+    schema = {**SCHEMA, "properties": {**SCHEMA["properties"], "name": {"type": "string", "maxLength": 12}}}
+    first = GrammarCompiler(tok, precompute="lazy").compile_json_schema(schema)
+    ids = deepseek_tokenizer.encode(json.dumps({"name": "Ada Lovelace", "age": 36}), add_special_tokens=False)
     masks_along(first, ids)
-    second = GrammarCompiler(tok, precompute="lazy").compile_json_schema({**SCHEMA, "title": "another"})
+    second = GrammarCompiler(tok, precompute="lazy").compile_json_schema({**schema, "title": "another"})
     assert masks_along(second, ids)
     assert second.classes.shared_hits > 0
     assert tok.class_cache.hits > 0

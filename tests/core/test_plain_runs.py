@@ -13,7 +13,7 @@ import pytest
 
 from pda import GrammarCompiler, GrammarMatcher, TokenizerInfo, precompute
 from pda.grammar import Grammar
-from pda.plain_runs import RUN_CAP, plain_char_counts, plain_runs, plain_to_end, stack_run
+from pda.plain_runs import RUN_CAP, plain_char_counts, plain_prefix_counts, plain_runs, plain_to_end, stack_run
 from pda.token_walk import TOKEN_ACCEPTED
 from pda.walk_reference import walk_tokens_reference
 
@@ -45,6 +45,21 @@ def test_plain_char_counts() -> None:
            for i, c in enumerate(plain_char_counts(trie))}
     assert got == {b"abc": 3, b'a"': -1, b"\\n": -1, b"\x1f": -1, b"\xc3": -1, b"\xc3\xa9": 1, b"\xed\xa0\x80": -1,
                    "😀x".encode(): 2, b" ": 1, b"\x7f": 1, b"\xa9": -1, "中文".encode(): 2}
+
+
+def test_plain_prefix_counts() -> None:
+    """Whole plain characters count as in plain_char_counts; a token may end inside one more plain
+    character (counted), but not start inside one, break one off in its middle, or end inside a
+    sequence that no character starts with (an overlong form, a surrogate, beyond U+10FFFF)."""
+    tokens = {b"abc": 3, b'a"': -1, b"\xc3": 1, b"\xc3\xa9": 1, b"ab\xe4\xb8": 3, b"\xe4": 1, b"\xa9": -1,
+              b"a\xc3b": -1, b"\xed\xa0": -1, b"\xed\x9f": 1, b"\xe0\x80": -1, b"\xe0\xa0": 1, b"\xf4\x90": -1,
+              b"\xf4\x8f\xbf": 1, "😀x".encode(): 2, b"x\x1f": -1, b"\xc3\\": -1, b"\xc3\xa9\xc3": 2}
+    trie = TokenizerInfo.from_vocab_bytes(list(tokens)).trie
+    got = {trie.data[trie.offsets[i]:trie.offsets[i + 1]].tobytes(): int(c)
+           for i, c in enumerate(plain_prefix_counts(trie))}
+    assert got == tokens
+    full = plain_char_counts(trie)
+    assert np.array_equal(full[full >= 0], plain_prefix_counts(trie)[full >= 0])
 
 
 @pytest.mark.parametrize("source", [*range(len(SCHEMAS)), "json.gbnf", "c_like.gbnf"])

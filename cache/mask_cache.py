@@ -277,7 +277,13 @@ class MaskCache:
         """Copy ``key``'s row into the numpy row ``out`` and return True, or return False (a miss).
         Counts a hit or a miss.  The copy happens under the lock, so no other thread's ``put`` can
         replace the row half way: the one-matcher path of a CPU pool needs no pinning."""
-        return self.get_many_into([key], out[None], [0])[0]
+        with self._lock:  # not through get_many_into's lists: a single matcher's fill runs this per token
+            slot = self._get(key, None)
+            if slot is None:
+                return False
+            host = self._host
+            out[...] = host[slot] if host is not None else self._pool[slot].cpu().numpy()
+        return True
 
     def get_many_into(self, keys: Sequence[Hashable], out: np.ndarray, rows: Sequence[int]) -> list[bool]:
         """``get_into`` of each key into ``out[rows[i]]`` under one hold of the lock; True where it
@@ -298,8 +304,20 @@ class MaskCache:
         A present key keeps its row and returns its slot (marked most recently used).  May grow the
         pool or evict the least recently used unpinned entry.
         """
-        with self._lock:
-            return self._put_many([key], [row], None)[0]
+        arr = self._check_row(row)
+        with self._lock:  # _put_many of one key, inlined: every miss of a matcher's fill stores one row
+            slot = self._lru.get(key)
+            if slot is not None:
+                self._lru.move_to_end(key)
+                return slot
+            slot = self._take_slot()
+            try:
+                self._write([slot], [arr])
+            except BaseException:
+                self._free.append(slot)
+                raise
+            self._lru[key] = slot
+            return slot
 
     def get_many(self, keys: Sequence[Hashable]) -> list[int | None]:
         """``get`` of each key under one hold of the lock (hits and misses counted per key)."""

@@ -16,6 +16,9 @@ The row holds the accepted tokens however many there are: a group of 90k word-li
 string accepts nearly all of them, and ids gathered, sorted and set one by one in Python cost
 several times the bits set here.  :func:`bits_to_ids` lists a row's ids when they are few enough to
 be kept as a list.
+
+When nothing is decided before the walk, :func:`pda.token_walk.walk_listing` lists only the tokens it
+does not reject, and :func:`listing_classes` turns that listing into the classes in one call.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from numba import njit
 from .bitmask import WORD_BITS
 from .token_walk import TOKEN_ACCEPTED, TOKEN_REJECTED
 
-__all__ = ["split_group", "finish_group", "bits_to_ids", "NO_TOKENS"]
+__all__ = ["split_group", "finish_group", "bits_to_ids", "listing_classes", "NO_TOKENS"]
 
 NO_TOKENS = np.zeros(0, dtype=np.int32)  # an empty index array (no uncertain tokens, no mapping)
 
@@ -140,3 +143,39 @@ def bits_to_ids(row, count):  # pragma: no cover - numba
                     ids[k] = w * 32 + b
                     k += 1
     return ids[:k]
+
+
+@njit(cache=True, nogil=True)
+def listing_classes(out, found, n, order, to_main, words):  # pragma: no cover - numba
+    """The classes of a listing walk (:func:`pda.token_walk.walk_listing`): ``out[:n]`` are the
+    codes of the listed tokens, ``found[:n]`` their ascending positions in the group's trie, whose
+    token ids are ``order`` (``to_main`` maps positions to the whole trie's; empty: the same trie).
+
+    Returns ``(bits, accepted, uncertain)``: the accepted tokens as an int32 bitmask row of
+    ``words`` words when there are more of them than words (``bits`` True), else as ascending ids
+    (the smaller of the two, as :class:`pda.precompute.StateClasses` keeps them); every other listed
+    token (UNCERTAIN or OVERFLOW, decided on the real stack) as ascending whole-trie indices."""
+    nacc = 0
+    for i in range(n):
+        if out[i] == TOKEN_ACCEPTED:
+            nacc += 1
+    unc = np.empty(n - nacc, np.int32)
+    k = 0
+    for i in range(n):
+        if out[i] != TOKEN_ACCEPTED:
+            unc[k] = to_main[found[i]] if to_main.shape[0] else found[i]
+            k += 1
+    bits = nacc > words
+    acc = np.zeros(words if bits else nacc, np.int32)
+    k = 0
+    for i in range(n):
+        if out[i] == TOKEN_ACCEPTED:
+            t = order[found[i]]
+            if bits:
+                acc[t >> 5] |= WORD_BITS[t & 31]
+            else:
+                acc[k] = t
+                k += 1
+    if not bits:
+        acc.sort()
+    return bits, acc, unc

@@ -45,6 +45,7 @@ _KEY_MEMO_LIMIT = 4096  # configurations whose mask keys a matcher remembers
 ARENA_RESET_NODES = 1 << 16  # reset() starts a new stack arena once the old one has this many nodes
 
 MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
+_NO_KEY = object()  # _fill_row: no key remembered for the configuration yet
 
 
 def _top_frames(path: np.ndarray, depth: int) -> tuple[int, ...]:
@@ -200,15 +201,18 @@ class GrammarMatcher:
 
     def _fill_row(self, row: np.ndarray) -> None:
         """The mask of the current configuration into ``row`` (reads the state only)."""
-        if self._finished():
+        cfg, stopped = self._history[-1]
+        if stopped or (self._terminate_without_stop and cfg.accepting):
             row[:] = 0
             return
-        cfg = self._cfg
         cache = self._compiled.mask_cache()
-        key = self._lookup_key(cfg)
+        key = self._keys.get(cfg, _NO_KEY)
+        if key is _NO_KEY:
+            key = self._current_key(cfg)
         if key is None or not cache.get_into(key, row):
             row[:] = self._compute_row(cfg, cache)
-        self._add_stops(cfg, row)
+        if cfg.accepting and self._stops.shape[0]:
+            set_bits(row, self._stops)
 
     def _add_stops(self, cfg: Config, row: np.ndarray) -> None:
         if cfg.accepting and self._stops.shape[0]:
@@ -225,7 +229,16 @@ class GrammarMatcher:
         """The cache key of ``cfg`` at the signature depths as they are now (remembered, replacing a
         key made before a computation deepened them)."""
         depth = self._compiled.signature_depth
-        key = self._key(cfg, {s: depth.get(s, 0) for s, _ in cfg.tops})
+        parts: list[tuple[int, tuple[tuple[int, ...], ...]]] = []
+        key: MaskKey | None = None
+        for s, parents in cfg.tops:  # _key with each top's current depth
+            d = depth.get(s, 0)
+            sig = self._signature(parents, d) if d else ()
+            if sig is None:
+                break
+            parts.append((s, sig))
+        else:
+            key = tuple(parts)
         if len(self._keys) >= _KEY_MEMO_LIMIT:
             self._keys.clear()
         self._keys[cfg] = key

@@ -78,13 +78,13 @@ from functools import cached_property
 import numpy as np
 
 from .automaton import Automaton
-from .group_kernels import NO_TOKENS, bits_to_ids, finish_group, split_group
+from .group_kernels import NO_TOKENS, bits_to_ids, finish_group, listing_classes, split_group
 from .kernels import set_bits
 from .lookahead import (
     LookaheadScratch, byte_runs, class_bits, first_byte_weight, frame_key, lookahead_keys, make_scratch, rule_min_lengths,
 )
 from .token_walk import (
-    TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, forget_entry_points, walk_listing, walk_tokens,
+    TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, forget_entry_points, walk_listing, walk_tokens,
 )
 from .walk_workspace import Workspace, listing_buffers, thread_workspace
 from .normalize import REPEAT_PREFIX
@@ -367,16 +367,9 @@ class TokenClasses:
         value, inside a key) a few hundred tokens are read back, not a code per token."""
         out, found = listing_buffers(self._trie.order.shape[0])
         n = walk_listing(self.kernel, level.trie, level.cand, s, _NO_STACK, True, out, ws, found)  # cand: 0..n-1
-        accepted, where = out[:n] == TOKEN_ACCEPTED, found[:n]
-        ids = level.trie.order[where[accepted]]
-        unc = where[~accepted]  # every other listed token: UNCERTAIN or OVERFLOW, decided on the real stack
-        if level.trie is not self._trie:
-            unc = level.to_main[unc]
-        if ids.shape[0] > self.words:  # stored as bits exactly when that is smaller (StateClasses)
-            row = np.zeros(self.words, dtype=np.int32)
-            set_bits(row, ids)
-            return StateClasses(None, row, unc)
-        return StateClasses(np.sort(ids), None, unc)
+        bits, accepted, unc = listing_classes(out, found, n, level.trie.order,
+                                              NO_TOKENS if level.trie is self._trie else level.to_main, self.words)
+        return StateClasses(None, accepted, unc) if bits else StateClasses(accepted, None, unc)
 
     def _walk_beyond_plain(self, s: int, ws: Workspace) -> StateClasses:
         """The classes of every token from a state that surely consumes :data:`PLAIN_SPLIT_CHARS`

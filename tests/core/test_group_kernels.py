@@ -1,12 +1,13 @@
 """The kernels around a group's walk against numpy references: the split before it, the classes
-after it (every code, every 64-code block boundary, sparse and dense) and the row's ids."""
+after it (every code, every 64-code block boundary, sparse and dense), the classes of a listing
+walk (ids or bits on either side of the words threshold) and the row's ids."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from pda.group_kernels import bits_to_ids, finish_group, split_group
+from pda.group_kernels import bits_to_ids, finish_group, listing_classes, split_group
 from pda.token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_REJECTED, TOKEN_UNCERTAIN
 
 WORDS = 40  # ids below 1280
@@ -83,3 +84,31 @@ def test_bits_to_ids(density: float) -> None:
     row = _row(ids)
     for f in (bits_to_ids, bits_to_ids.py_func):
         assert f(row, ids.shape[0]).tolist() == ids.tolist()
+
+
+@pytest.mark.parametrize("accepted", [0, 1, WORDS - 1, WORDS, WORDS + 1, 900])
+@pytest.mark.parametrize("mapped", [False, True])
+def test_listing_classes_match_reference(accepted: int, mapped: bool) -> None:
+    """Ids while the accepted tokens are at most ``words``, a row past that; the other listed
+    tokens (UNCERTAIN and OVERFLOW) as ascending whole-trie indices; the buffers' tails ignored."""
+    rng = np.random.default_rng(accepted * 2 + mapped)
+    total = 1200  # tokens of the group's trie
+    order = rng.permutation(WORDS * 32)[:total].astype(np.int32)
+    n = accepted + int(rng.integers(0, 80))
+    found = np.full(total + 5, -7, np.int32)  # stale entries past n must be ignored
+    found[:n] = np.sort(rng.choice(total, n, replace=False))
+    out = np.full(total + 5, TOKEN_ACCEPTED, np.int8)
+    codes = np.array([TOKEN_ACCEPTED] * accepted + [TOKEN_UNCERTAIN, TOKEN_OVERFLOW] * n, np.int8)[:n]
+    out[:n] = rng.permutation(codes)
+    to_main = np.sort(rng.choice(5 * total, total, replace=False)).astype(np.int32) if mapped \
+        else np.zeros(0, np.int32)
+    acc = out[:n] == TOKEN_ACCEPTED
+    want_ids = np.sort(order[found[:n][acc]])
+    want_unc = found[:n][~acc]
+    if mapped:
+        want_unc = to_main[want_unc]
+    for f in (listing_classes, listing_classes.py_func):
+        bits, got, unc = f(out, found, n, order, to_main, WORDS)
+        assert bits == (accepted > WORDS)
+        assert (_ids(got) if bits else got).tolist() == want_ids.tolist()
+        assert unc.dtype == np.int32 and unc.tolist() == want_unc.tolist()

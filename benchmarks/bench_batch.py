@@ -180,6 +180,7 @@ def run_size(r: Runner, docs: list[list[int]], n: int, steps: int, budget_s: flo
 
 def workloads(args: argparse.Namespace, tok: Any, hf: Any) -> list[tuple[str, dict[str, Any], list[list[int]]]]:
     out: list[tuple[str, dict[str, Any], list[list[int]]]] = []
+    pda.warm_up_kernels()  # loading the fill kernels, once per process (as a server does at start-up)
     compiler = pda.GrammarCompiler(tok, cache=False)
     for sid, schema, seqs in pick_schemas(args.schemas, args.seed, compiler, hf):
         out.append((f"schema {sid}", {"schema": schema}, seqs))

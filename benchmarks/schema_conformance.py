@@ -96,6 +96,7 @@ class Pda(Engine):
 
         self.pda = pda
         self.tok = pda.TokenizerInfo.from_huggingface(hf)
+        pda.warm_up_kernels()  # loading the fill kernels, once per process (as a server does at start-up)
         self.stop = self.tok.stop_token_ids[0]
         self.compiler = pda.GrammarCompiler(self.tok, cache=False)
         self.bitmask = pda.allocate_token_bitmask(1, self.tok.vocab_size)

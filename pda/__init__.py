@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "GrammarMatcher": ".matcher",
     "BatchGrammarMatcher": ".batch",
     "GrammarCompiler": ".compiler",
+    "warm_up_kernels": ".kernel_warmup",
     "CompiledGrammar": ".compiler",
     "TokenizerInfo": ".tokenizer",
     "VocabType": ".tokenizer",
@@ -81,6 +82,7 @@ if TYPE_CHECKING:  # the names as static type checkers and IDEs should see them
         reset_token_bitmask,
     )
     from .compiler import CompiledGrammar, GrammarCompiler
+    from .kernel_warmup import warm_up_kernels
     from .batch import BatchGrammarMatcher
     from .errors import (
         BitmaskError, ConstraintError, EmptyLanguageError, GrammarError, GrammarSyntaxError, LimitExceededError, PdaError, RegexError,

@@ -20,7 +20,7 @@ from .automaton import DEFAULT_MAX_STATES
 from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .errors import SerializationError
-from .precompute import STOP_WARMING, TokenClasses, max_token_length, precompute_classes
+from .precompute import STOP_WARMING, TokenClasses, max_token_length, precompute_classes, prepare_tokenizer
 from . import background, serialize
 from .stack import DEFAULT_MAX_STACK_DEPTH
 from .tokenizer import TokenizerInfo
@@ -178,6 +178,7 @@ class GrammarCompiler:
         # per-tokenizer work done once, here, rather than in the first compile
         tokenizer_info.fingerprint  # noqa: B018
         tokenizer_info.trie  # noqa: B018
+        prepare_tokenizer(tokenizer_info)
         self._options = {"max_states": max_states, "max_stack_depth": max_stack_depth,
                          "max_compile_seconds": max_compile_seconds}
         self._cache: CompileCache[CompiledGrammar] | None = CompileCache(cache_max_bytes) if cache else None

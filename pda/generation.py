@@ -43,6 +43,7 @@ from .compiler import CompiledGrammar, GrammarCompiler
 from .errors import PdaError
 from .grammar import Grammar
 from .jump_forward import JumpForward
+from .kernel_warmup import warm_up_kernels
 from .matcher import GrammarMatcher
 from .sampling import ModelRunner, Sampler, speculative_accept
 from .tokenizer import TokenizerInfo
@@ -90,6 +91,7 @@ def tokenizer_info(tokenizer: Any, vocab_size: int | None = None) -> tuple[Token
     if got is None or got[0] is not tokenizer:
         info = TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
         got = _INFOS[key] = (tokenizer, info, GrammarCompiler(info))
+        warm_up_kernels()  # once per process: the first generation's mask fills load no kernel
     return got[1], got[2]
 
 

@@ -116,6 +116,9 @@ class PdaLogitsProcessor(LogitsProcessor):
         self._bitmask: torch.Tensor | None = None
         self._device_bitmask: torch.Tensor | None = None
         self._batch: BatchGrammarMatcher | None = None
+        from pda.kernel_warmup import warm_up_kernels
+
+        warm_up_kernels()  # at the worker's start-up, not in the first structured requests' decode steps
 
     def is_argmax_invariant(self) -> bool:
         """Masks change the argmax: greedy requests are constrained too."""

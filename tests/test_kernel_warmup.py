@@ -1,0 +1,79 @@
+"""pda.warm_up_kernels: once per process, and afterwards a mask fill loads no kernel.
+
+The check runs in a fresh interpreter (in this one, earlier tests have loaded the kernels already):
+after the warm-up, the masks of JSON documents under the built-in grammar and under a schema with a
+long ``maxLength`` (blocks, plain runs over the stack) on a byte-level vocabulary with words must
+give no kernel of the fill path a new signature.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numba
+import pytest
+
+import pda
+
+_SCRIPT = r'''
+import json, sys
+import numba
+import pda
+from pda.kernel_warmup import warm_up_kernels
+
+FILL_MODULES = ("pda.token_walk", "pda.group_kernels", "pda.plain_runs", "pda.lookahead", "pda.kernels",
+                "pda.loop_bytes", "pda.thread_sets")
+
+def signatures():
+    out = {}
+    for name, mod in list(sys.modules.items()):
+        if name in FILL_MODULES:
+            for k, v in vars(mod).items():
+                if isinstance(v, numba.core.registry.CPUDispatcher) and v.py_func.__module__ == name:
+                    out[f"{name}.{k}"] = sorted(map(str, v.signatures))
+    return out
+
+first = warm_up_kernels()
+again = warm_up_kernels()
+words = [bytes([b]) for b in range(256)] + [w.encode() for w in
+         ('", "', '": ', '"}', '}]', "]]", "},", '{"', "true", "null", "hello", " world", "abc", "abcdefghijklmnopqrstu")]
+tok = pda.TokenizerInfo.from_vocab_bytes(words + [b""], stop_token_ids=len(words))
+compiler = pda.GrammarCompiler(tok, cache=False)
+before = signatures()
+docs = [(compiler.compile_builtin_json(), '[{"a": [1, 2.5, {"b": null}], "c": "hello world"}, [[true]]]'),
+        (compiler.compile_json_schema({"type": "object", "properties": {"s": {"type": "string", "maxLength": 3000},
+                                       "n": {"type": "integer"}}, "required": ["s", "n"]}),
+         json.dumps({"s": "abcdefghijklmnopqrstu " * 12, "n": 42}))]
+by_bytes = {b: i for i, b in enumerate(words)}
+for compiled, text in docs:
+    m = pda.GrammarMatcher(compiled)
+    data, i = text.encode(), 0
+    while i < len(data):
+        n = min(21, len(data) - i)
+        while data[i:i + n] not in by_bytes:
+            n -= 1
+        m.next_token_mask()
+        assert m.accept_token(by_bytes[data[i:i + n]])
+        i += n
+    m.next_token_mask()
+after = signatures()
+print(json.dumps({"first": first, "again": again, "new": {k: v for k, v in after.items() if v != before.get(k, [])},
+                  "loaded": sum(map(len, after.values()))}))
+'''
+
+
+@pytest.mark.skipif(numba.config.DISABLE_JIT, reason="no kernels to load under NUMBA_DISABLE_JIT")
+def test_after_the_warm_up_a_fill_loads_no_kernel() -> None:
+    got = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stderr[-3000:]
+    result = json.loads(got.stdout.strip().splitlines()[-1])
+    assert result["first"] > 0 and result["again"] == 0.0
+    assert result["loaded"] >= 10  # the walk, the group kernels, plain runs, keys: loaded by the warm-up
+    assert result["new"] == {}
+
+
+def test_warm_up_is_exported_and_idempotent() -> None:
+    pda.warm_up_kernels()
+    assert pda.warm_up_kernels() == 0.0

@@ -383,8 +383,15 @@ class GrammarMatcher:
     def _stack_paths(self, parents: frozenset[int]) -> list[np.ndarray] | None:
         """Every linear stack (return states, bottom first) below a top; None when too many."""
         arena = self._walker.arena
+        line: list[int] = []  # a linear stack (one parent per node, the usual case): one pass down
+        while len(parents) == 1:
+            (p,) = parents
+            if p == BOTTOM:
+                return [np.array(line[::-1], dtype=np.int32)]
+            line.append(arena.state[p])
+            parents = arena.parents[p]
         paths: list[list[int]] = []
-        todo: list[tuple[frozenset[int], list[int]]] = [(parents, [])]
+        todo: list[tuple[frozenset[int], list[int]]] = [(parents, line)]
         while todo:
             ps, above = todo.pop()
             for p in ps:

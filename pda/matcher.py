@@ -200,7 +200,9 @@ class GrammarMatcher:
         return stopped or (self._terminate_without_stop and cfg.accepting)
 
     def _fill_row(self, row: np.ndarray) -> None:
-        """The mask of the current configuration into ``row`` (reads the state only)."""
+        """The mask of the current configuration into ``row`` (reads the state only).  Runs once per
+        token: :meth:`_finished`, :meth:`_lookup_key` and :meth:`_add_stops` (the batch's steps) are
+        written out here."""
         cfg, stopped = self._history[-1]
         if stopped or (self._terminate_without_stop and cfg.accepting):
             row[:] = 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from itertools import product
 
 import numba
@@ -55,7 +56,9 @@ _lock = threading.Lock()
 
 def warm_up_kernels() -> float:
     """Load every kernel a mask fill calls, once per process; the seconds it took (0.0 when already
-    done, or under ``NUMBA_DISABLE_JIT``, where nothing is compiled)."""
+    done, or under ``NUMBA_DISABLE_JIT``, where nothing is compiled).  A warm-up that fails (a bug
+    of pda's, not of the caller's) warns and leaves the kernels to load on first use: a server
+    still starts."""
     global _done
     if _done or numba.config.DISABLE_JIT:
         return 0.0
@@ -63,7 +66,11 @@ def warm_up_kernels() -> float:
         if _done:
             return 0.0
         t0 = time.perf_counter()
-        _run()
+        try:
+            _run()
+        except Exception as exc:  # noqa: BLE001 - an optimisation must not stop a start-up
+            warnings.warn(f"pda.warm_up_kernels failed ({exc!r}); the kernels load on first use instead",
+                          RuntimeWarning, stacklevel=2)
         _done = True
         return time.perf_counter() - t0
 

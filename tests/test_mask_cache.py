@@ -313,3 +313,62 @@ def test_eight_threads_read_back_exactly_what_was_put(device):
     assert s["hits"] + s["misses"] == 8 * 150 * (batch + 1)
     assert s["evictions"] > 0 and s["capacity_rows"] == 48 and s["entries"] == 48
     assert not any(c._pins)  # every batch released its pins
+
+
+def test_a_dead_caches_reserve_serves_the_next_cache_without_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reserve of a dead cache goes to the next cache of its shape (rows already mapped); the
+    new cache knows none of the old keys, and its rows are its own: gathered, read and copied out
+    exactly, whatever the old owner left in the memory."""
+    import gc
+
+    from pda.cache import mask_cache
+
+    monkeypatch.setattr(mask_cache, "_handed", {})
+    words, rows = 37, 64  # a shape no other test uses
+    old = MaskCache(words, max_bytes=rows * words * 4, initial_rows=4)
+    for k in range(20):  # grows to 32 rows, all written
+        old.put(("old", k), row_of(("old", k), words))
+    memory = old._reserve
+    assert memory is not None
+    del old
+    gc.collect()
+    assert [r is memory for r in mask_cache._handed[(rows, words)]] == [True]
+    new = MaskCache(words, max_bytes=rows * words * 4, initial_rows=4)
+    assert new._reserve is memory and not mask_cache._handed[(rows, words)]
+    assert all(new.get(("old", k)) is None for k in range(20)) and len(new) == 0
+    slots = [new.put(("new", k), row_of(("new", k), words)) for k in range(12)]
+    out = np.zeros((12, words), dtype=np.int32)
+    new.gather(slots, out)
+    for k in range(12):
+        np.testing.assert_array_equal(out[k], row_of(("new", k), words))
+        got = np.zeros(words, dtype=np.int32)
+        assert new.get_into(("new", k), got)
+        np.testing.assert_array_equal(got, row_of(("new", k), words))
+        np.testing.assert_array_equal(new.row(slots[k]), row_of(("new", k), words))
+    new.clear()  # clear() frees the reserve in use with its last view rather than handing it over
+    assert new._reserve is not memory
+    del new
+    gc.collect()
+    assert all(r is not memory for r in mask_cache._handed[(rows, words)])
+
+
+def test_a_large_dead_reserve_is_freed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reserve whose owner used more than _HANDOVER_MAX_BYTES of it is not kept, and no more than
+    _HANDOVER_KEEP wait per shape: what waits is bounded."""
+    import gc
+
+    from pda.cache import mask_cache
+
+    monkeypatch.setattr(mask_cache, "_handed", {})
+    words, rows = 41, 64
+    monkeypatch.setattr(mask_cache, "_HANDOVER_MAX_BYTES", 16 * words * 4)
+    big = MaskCache(words, max_bytes=rows * words * 4, initial_rows=4)
+    for k in range(20):  # 32 rows in use: past the bound
+        big.put(k, row_of(k, words))
+    del big
+    gc.collect()
+    assert not mask_cache._handed.get((rows, words))
+    caches = [MaskCache(words, max_bytes=rows * words * 4, initial_rows=4) for _ in range(5)]
+    del caches
+    gc.collect()
+    assert len(mask_cache._handed[(rows, words)]) == mask_cache._HANDOVER_KEEP

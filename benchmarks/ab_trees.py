@@ -14,6 +14,11 @@ an untimed warm-up schema; then every schema runs on A and on B back to back (``
 MaskBench's protocol), A first on even schemas.  Prints per tree the fills, total, mean, p50, p99
 and slowest fill, passes and false accepts, then B/A of the total fill time and the geomean and
 median of the per-schema B/A ratios.
+
+Both trees' kernels share numba's names (``pda.kernels.token_bytesets`` twice in one process).
+Seen once: with a fresh worktree as A, B's trie build failed with ``RuntimeError: In
+'NRT_adapt_ndarray_to_python', 'descr' is NULL`` on two runs; with the trees swapped
+(read B/A as A/B) it ran.  Swap them when it happens.
 """
 
 from __future__ import annotations

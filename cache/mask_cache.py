@@ -150,6 +150,7 @@ class MaskCache:
             raise BitmaskError(f"MaskCache: device {str(device)!r} asked for, but torch sees no CUDA device")
         self._initial_rows = min(int(initial_rows), self.max_rows)
         self._lock = threading.Lock()
+        self._handover: weakref.finalize | None = None  # hands the CPU reserve on at this cache's death
         self._alloc(self._initial_rows)
         self.device = self._pool.device  # with its index ("cuda" -> "cuda:0")
         self._on_cpu = self.device.type == "cpu"
@@ -158,11 +159,10 @@ class MaskCache:
 
     def _alloc(self, rows: int) -> None:
         """A fresh, empty pool of ``rows`` rows (under the lock, or from ``__init__``)."""
-        old = getattr(self, "_handover", None)
-        if old is not None:  # clear(): the old reserve is freed with its last view, not handed over
-            old.detach()
+        if self._handover is not None:  # clear(): the old reserve is freed with its last view, not handed over
+            self._handover.detach()
         self._reserve: np.ndarray | None = None
-        self._handover: weakref.finalize | None = None
+        self._handover = None
         if self.device.type == "cpu" and self.max_rows * self.row_bytes <= _RESERVE_MAX_BYTES:
             # the whole bound at once, as zero pages the OS maps in only when a row is written: a
             # growth is then a longer view, not a copy (7 ms for a pool of a few MiB, in one fill)

@@ -23,15 +23,19 @@ one, warm), and the accept time per step; pda's mask cache hit rate and bytes af
 Writes ``--out`` (default ``benchmarks/results/batch.json``).  Usage::
 
     python benchmarks/bench_batch.py [--sizes 1,8,32,128] [--steps 64] [--budget 30] [--schemas 2]
-        [--seed 0] [--grammars json,sql_select,c_like] [--threads auto] [--no-xgrammar] [--device cpu|cuda] [--out FILE]
+        [--seed 0] [--grammars json,sql_select,c_like] [--threads auto] [--no-xgrammar] [--device cpu|cuda] [--gc-freeze] [--out FILE]
 
 A cold pass that has run ``--budget`` seconds takes no further step (the ``steps`` column says how
 many were timed; the warm pass replays the same steps), so a slow engine cannot stall the run.
+``--gc-freeze`` freezes the start-up heap once the tokenizers and workloads are loaded, as vLLM does
+(without it a full collection -- 100-150 ms with torch and transformers loaded -- lands in whichever
+fill triggers it, and shows as a 50-150 ms p99 at some batch size).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import sys
@@ -202,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", default="auto", help="worker threads of BatchGrammarMatcher")
     ap.add_argument("--no-xgrammar", action="store_true")
     ap.add_argument("--device", default="cpu", help="where pda's bitmask lives (cpu, cuda)")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.collect() and gc.freeze() once the workloads are loaded, as vLLM's processes do")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "batch.json")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -217,7 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as exc:
             print(f"note: xgrammar is not installed ({exc})")
     results: dict[str, Any] = {"workloads": {}}
-    for wname, spec, docs in workloads(args, tok, hf):
+    loaded = workloads(args, tok, hf)
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
+    for wname, spec, docs in loaded:
         print(f"\n{wname}: {len(docs)} documents, {sum(map(len, docs))} tokens; {args.steps} steps per pass",
               flush=True)
         print(f"{'method':<15}{'pass':<6}{'n':>5}{'fill us/step':>13}{'p99':>10}{'us/row':>9}{'vs n=1':>8}"

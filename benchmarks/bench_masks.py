@@ -297,6 +297,7 @@ def step_documents(engines: dict[str, Engine], compiled: dict[str, Any], case: C
     """Run every engine over every document: fill (timed), compare, accept (timed)."""
     fill_s: dict[str, list[float]] = {e: [] for e in engines}
     first_s: dict[str, list[float]] = {e: [] for e in engines}
+    by_step: dict[str, dict[tuple[str, int], float]] = {e: {} for e in engines}  # (document, step) -> fill s
     accept_s: dict[str, list[float]] = {e: [] for e in engines}
     rejections: list[dict[str, Any]] = []
     mismatches: list[dict[str, Any]] = []
@@ -316,6 +317,8 @@ def step_documents(engines: dict[str, Engine], compiled: dict[str, Any], case: C
                 eng.fill(m)
                 dt = clock() - t0
                 (first_s if step == 0 else fill_s)[e].append(dt)
+                if step:
+                    by_step[e][(label, step)] = dt
                 rows[e] = eng.row().copy()
             if "pda" in rows and "xgrammar" in rows:
                 compared += 1
@@ -342,7 +345,7 @@ def step_documents(engines: dict[str, Engine], compiled: dict[str, Any], case: C
                                        "accepted": ok, "in_own_mask": in_mask})
                 if not ok:
                     alive[e] = False
-    return {"fill": fill_s, "first": first_s, "accept": accept_s, "rejections": rejections,
+    return {"fill": fill_s, "first": first_s, "by_step": by_step, "accept": accept_s, "rejections": rejections,
             "mismatches": mismatches, "compared_steps": compared}
 
 
@@ -398,6 +401,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for e in running:
             row["engines"][e] = {"compile": compile_figures[e], "mask": summarize(got["fill"][e]),
                                  "first_mask": summarize(got["first"][e]), "accept": summarize(got["accept"][e])}
+        if "pda" in running and "llguidance" in running:
+            # An engine that refuses a token stops there: its figures cover only the steps before.
+            # The same steps of both engines (first masks excluded, as above) compare like with like.
+            both = [k for k in got["by_step"]["llguidance"] if k in got["by_step"]["pda"]]
+            row["same_steps_llguidance"] = {e: summarize([got["by_step"][e][k] for k in both])
+                                            for e in ("pda", "llguidance")}
         row["suspect_mismatches"] = sum(1 for mm in got["mismatches"] if is_suspect(mm, case.same_grammar))
         if "pda" in compiled and hasattr(compiled["pda"], "num_states"):
             row["pda_states"] = compiled["pda"].num_states
@@ -439,16 +448,22 @@ def print_report(results: dict[str, Any]) -> None:
     print("(compile ms: mean of the repetitions after the cold first compile; mask us: per token, the first "
           "mask of each document excluded and shown as 'first us')")
     print(f"\n{'grammar':<17}{'pda/llg mean':>13}{'pda/llg p99':>12}{'pda/xgr mean':>13}{'pda/xgr p99':>12}"
-          f"{'cache hit':>10}{'entries':>8}{'cache KiB':>10}{'shared cls':>11}{'classified':>11}")
+          f"{'cache hit':>10}{'entries':>8}{'cache KiB':>10}{'shared cls':>11}{'classified':>11}"
+          f"{'same steps':>11}{'mean':>8}{'p99':>8}")
     for name, row in results["cases"].items():
         eng = row["engines"]
         p, llg, x = eng.get("pda"), eng.get("llguidance"), eng.get("xgrammar")
         mc = row.get("pda_mask_cache")
         cache = (f"{mc['hit_rate']:>10.3f}{mc['entries']:>8}{mc['bytes'] / 1024:>10.1f}{mc['shared_class_hits']:>11}"
                  f"{mc['classified_states']:>11}" if mc else "")
+        same = row.get("same_steps_llguidance")
+        paired = (f"{same['pda']['n']:>11}{ratio(same['pda']['mean_us'], same['llguidance']['mean_us']):>8}"
+                  f"{ratio(same['pda']['p99_us'], same['llguidance']['p99_us']):>8}" if same and same["pda"]["n"] else "")
         print(f"{name:<17}" + "".join(
             f"{ratio(p['mask'][k], q['mask'][k] if q else None) if p else '-':>{w}}"
-            for q, k, w in ((llg, "mean_us", 13), (llg, "p99_us", 12), (x, "mean_us", 13), (x, "p99_us", 12))) + cache)
+            for q, k, w in ((llg, "mean_us", 13), (llg, "p99_us", 12), (x, "mean_us", 13), (x, "p99_us", 12))) + cache
+            + paired)
+    print("(same steps: pda/llg over only the steps both engines ran -- llguidance stops at a token it refuses)")
     for name, row in results["cases"].items():
         for e, why in row.get("refused", {}).items():
             print(f"note: {e} refused {name}: {why}")

@@ -446,6 +446,11 @@ class MaskCache:
             return
         pool = self._pool
         _check_slots(slots, pool.shape[0])
+        if dst is None and rows is not None and not isinstance(slots, torch.Tensor) and not isinstance(rows, torch.Tensor):
+            # slots and rows cross to the device in one transfer (each small copy waits ~10 us)
+            both = torch.as_tensor(np.array([list(slots), list(rows)], dtype=np.int64)).to(pool.device)
+            out.index_copy_(0, both[1], pool.index_select(0, both[0]))
+            return
         index = torch.as_tensor(slots, dtype=torch.long).to(pool.device, non_blocking=True)
         if dst is not None:  # a CUDA pool into a numpy array: one device-to-host copy of the rows
             got = pool.index_select(0, index).cpu().numpy()
@@ -537,8 +542,21 @@ class PinnedBatch:
     def get_many(self, keys: Sequence[Hashable]) -> list[int | None]:
         """``MaskCache.get_many``, pinning each hit."""
         cache = self.cache
-        with cache._lock:
-            return [cache._get(k, self._pinned) for k in keys]
+        out: list[int | None] = []
+        with cache._lock:  # MaskCache._get per key, written out: a batch fill looks up every row here
+            lru, pins, pinned = cache._lru, cache._pins, self._pinned
+            hits = 0
+            for k in keys:
+                slot = lru.get(k)
+                if slot is not None:
+                    lru.move_to_end(k)
+                    pins[slot] += 1
+                    pinned.append(slot)
+                    hits += 1
+                out.append(slot)
+            cache._hits += hits
+            cache._misses += len(out) - hits
+        return out
 
     def put_many(self, keys: Sequence[Hashable], rows: Sequence[Any]) -> list[int]:
         """``MaskCache.put_many``, pinning each slot it returns."""

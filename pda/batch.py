@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 import numpy as np
 
 from .errors import BitmaskError
+from .kernels import set_bits
 
 if TYPE_CHECKING:
     from .matcher import GrammarMatcher
@@ -140,26 +141,30 @@ class BatchGrammarMatcher:
 
     @staticmethod
     def _set_stops(matchers: Sequence[GrammarMatcher], finished: list[bool], out: Any, rows: list[int]) -> None:
-        """Set the stop tokens of the matchers whose text is complete (one scatter on a device)."""
-        cells: list[np.ndarray] = []
+        """Set the stop tokens of the matchers whose text is complete (on a device, one scatter per
+        distinct set of stop tokens: usually one for the whole batch)."""
+        by_stops: dict[bytes, list[int]] = {}  # the stop words' bytes -> batch positions
         for k, m in enumerate(matchers):
             if not finished[k] and m._cfg.accepting and m._stops.shape[0]:
                 if isinstance(out, np.ndarray):
-                    m._add_stops(m._cfg, out[rows[k]])
+                    set_bits(out[rows[k]], m._stops)
                 else:
-                    cells.append(rows[k] * out.shape[1] + (m._stops.astype(np.int64) >> 5))
-                    cells.append(m._stops.astype(np.int64) & 31)
-        if not cells:
+                    by_stops.setdefault(m._stops.tobytes(), []).append(k)
+        if not by_stops:
             return
-        flat = np.concatenate(cells[0::2])
-        bits = np.left_shift(np.int64(1), np.concatenate(cells[1::2]))
-        where, inverse = np.unique(flat, return_inverse=True)
-        words = np.zeros(where.shape[0], dtype=np.int64)
-        np.bitwise_or.at(words, inverse, bits)
         torch = _torch()
-        r = torch.from_numpy(where // out.shape[1]).to(out.device)
-        c = torch.from_numpy(where % out.shape[1]).to(out.device)
-        out[r, c] |= torch.from_numpy(words.astype(np.uint32).view(np.int32)).to(out.device)
+        for ks in by_stops.values():
+            m = matchers[ks[0]]
+            r = np.array([rows[k] for k in ks], dtype=np.int64)
+            w = m._stop_words.shape[0]
+            # (row, word, bits) of every cell in one array: one transfer to the device
+            cells = np.empty((3, r.shape[0], w), dtype=np.int64)
+            cells[0] = r[:, None]
+            cells[1] = m._stop_words[None, :]
+            cells[2] = m._stop_bits[None, :]
+            on = torch.from_numpy(cells).to(out.device)
+            # a row's words are distinct; a repeated row (two matchers given one index) gets the same bits
+            out[on[0], on[1]] |= on[2].to(torch.int32)
 
     @staticmethod
     def batch_accept_token(matchers: Sequence[GrammarMatcher], tokens: Sequence[int],

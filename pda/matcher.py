@@ -42,6 +42,7 @@ _MAX_STACK_PATHS = 64  # linear stacks enumerated per top before falling back to
 FRAME_MIN_UNCERTAIN = 4096
 _MAX_JUMP = 4096
 _KEY_MEMO_LIMIT = 4096  # configurations whose mask keys a matcher remembers
+_LINE_MEMO_LIMIT = 4096  # arena nodes whose linear stacks a matcher remembers
 ARENA_RESET_NODES = 1 << 16  # reset() starts a new stack arena once the old one has this many nodes
 
 MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
@@ -81,12 +82,19 @@ class GrammarMatcher:
             if not 0 <= t < tok.vocab_size:
                 raise ValueError(f"stop token id {t} is outside the vocabulary (size {tok.vocab_size})")
         self._stops = np.array(sorted(set(stops)), dtype=np.int32)
+        # the stop tokens as (distinct words, their bits): what a batch ORs into a device bitmask
+        words = self._stops >> 5
+        self._stop_words = np.unique(words).astype(np.int64)
+        self._stop_bits = np.zeros(self._stop_words.shape[0], dtype=np.int64)
+        np.bitwise_or.at(self._stop_bits, np.searchsorted(self._stop_words, words), np.left_shift(np.int64(1), (self._stops & 31).astype(np.int64)))
+        self._stop_bits = self._stop_bits.astype(np.uint32).view(np.int32)
         self._stop_set = frozenset(stops)
         self._terminate_without_stop = terminate_without_stop_token
         self._max_rollback = max_rollback_tokens
         self._token_bytes = tok.token_bytes
         self._vocab_size = tok.vocab_size
         self._keys: dict[Config, MaskKey | None] = {}  # mask keys of configurations met
+        self._lines: dict[int, np.ndarray] = {}  # arena node -> its linear stack (see _stack_paths)
         self._history: list[tuple[Config, bool]] = [(self._walker.initial(), False)]
 
     # ------------------------------------------------------------------ state
@@ -167,6 +175,7 @@ class GrammarMatcher:
             grammar = self._compiled.grammar
             self._walker = Walker(grammar.automaton, StackArena(grammar.max_stack_depth))
             self._keys = {}
+            self._lines = {}
         self._history = [(self._walker.initial(), False)]
 
     def fork(self) -> GrammarMatcher:
@@ -201,7 +210,7 @@ class GrammarMatcher:
 
     def _fill_row(self, row: np.ndarray) -> None:
         """The mask of the current configuration into ``row`` (reads the state only).  Runs once per
-        token: :meth:`_finished`, :meth:`_lookup_key` and :meth:`_add_stops` (the batch's steps) are
+        token: :meth:`_finished`, :meth:`_lookup_key` and setting the stop tokens (the batch's steps) are
         written out here (calling them cost a few percent of the fill time in an interleaved A/B)."""
         cfg, stopped = self._history[-1]
         if stopped or (self._terminate_without_stop and cfg.accepting):
@@ -216,16 +225,10 @@ class GrammarMatcher:
         if cfg.accepting and self._stops.shape[0]:
             set_bits(row, self._stops)
 
-    def _add_stops(self, cfg: Config, row: np.ndarray) -> None:
-        if cfg.accepting and self._stops.shape[0]:
-            set_bits(row, self._stops)
-
     def _lookup_key(self, cfg: Config) -> MaskKey | None:
         """The cache key of ``cfg`` (None: its mask is not cached), remembered per configuration."""
-        try:
-            return self._keys[cfg]
-        except KeyError:
-            return self._current_key(cfg)
+        key = self._keys.get(cfg, _NO_KEY)  # not try/except: a batch's every new configuration misses here
+        return self._current_key(cfg) if key is _NO_KEY else key  # type: ignore[return-value]
 
     def _current_key(self, cfg: Config) -> MaskKey | None:
         """The cache key of ``cfg`` at the signature depths as they are now (remembered, replacing a
@@ -375,15 +378,46 @@ class GrammarMatcher:
         return todo[mine == TOKEN_UNCERTAIN], 1
 
     def _stack_paths(self, parents: frozenset[int]) -> list[np.ndarray] | None:
-        """Every linear stack (return states, bottom first) below a top; None when too many."""
+        """Every linear stack (return states, bottom first) below a top; None when too many.
+
+        A linear stack (one parent per node, the usual case) is remembered per arena node: the next
+        token's top usually sits one frame above or below a node met before, so only the frames
+        above that node are read (a walk down a JSON document's nesting took 14 us a call).  The
+        arrays are shared: callers must not write to them (they stay writeable, as numba's kernels
+        were compiled for writeable arrays)."""
         arena = self._walker.arena
-        line: list[int] = []  # a linear stack (one parent per node, the usual case): one pass down
+        lines = self._lines
+        top = next(iter(parents)) if len(parents) == 1 else BOTTOM
+        if top != BOTTOM:
+            got = lines.get(top)
+            if got is not None:
+                return [got]
+        line: list[int] = []  # states from the top down
         while len(parents) == 1:
             (p,) = parents
             if p == BOTTOM:
-                return [np.array(line[::-1], dtype=np.int32)]
+                below = None
+                break
+            below = lines.get(p)
+            if below is not None:
+                break
             line.append(arena.state[p])
             parents = arena.parents[p]
+        else:
+            return self._branching_paths(parents, line)
+        path = np.array(line[::-1], dtype=np.int32)
+        if below is not None:
+            path = np.concatenate((below, path))
+        if top != BOTTOM:
+            if len(lines) >= _LINE_MEMO_LIMIT:
+                self._lines = lines = {}
+            lines[top] = path
+        return [path]
+
+    def _branching_paths(self, parents: frozenset[int], line: list[int]) -> list[np.ndarray] | None:
+        """The linear stacks below ``parents`` (several), each under the frames ``line`` (top
+        first); None when there are more than ``_MAX_STACK_PATHS``."""
+        arena = self._walker.arena
         paths: list[list[int]] = []
         todo: list[tuple[frozenset[int], list[int]]] = [(parents, line)]
         while todo:

@@ -390,6 +390,30 @@ def test_batch_fill_equals_one_matcher_at_a_time(tok: TokenizerInfo, deepseek_to
     assert not final.any()  # terminated matchers allow nothing
 
 
+def test_stop_tokens_scattered_on_a_device_equal_those_set_row_by_row(tok: TokenizerInfo) -> None:
+    """The stop tokens of a device bitmask go in one scatter per set of stop tokens (the tensor path,
+    run here on a CPU tensor); a CPU bitmask's are set row by row.  Mixed stop sets (two in one word,
+    one at bit 31), finished matchers and a row given twice included."""
+    compiled = GrammarCompiler(tok).compile_grammar('root ::= "a" | "ab"')
+    stop_sets = [None, [1, 2, 31, 64], [tok.vocab_size - 1]]
+    matchers = [GrammarMatcher(compiled, stop_token_ids=stop_sets[k % 3]) for k in range(9)]
+    for k, m in enumerate(matchers):
+        if k % 4 != 3:
+            assert m.accept_string("a")  # complete: its stop tokens are allowed
+    finished = [k == 5 for k in range(9)]
+    rows = [8, 0, 3, 5, 1, 7, 2, 6, 3]  # row 3 twice
+    words = tok.vocab_size + 31 >> 5
+    by_rows = np.zeros((9, words), dtype=np.int32)
+    scattered = torch.zeros((9, words), dtype=torch.int32)
+    BatchGrammarMatcher._set_stops(matchers, finished, by_rows, rows)
+    BatchGrammarMatcher._set_stops(matchers, finished, scattered, rows)
+    assert np.array_equal(scattered.numpy(), by_rows)
+    assert not by_rows[5].any() and not by_rows[6].any()  # matchers 3 and 7 are not complete
+    assert not by_rows[7].any()  # matcher 5 is finished
+    assert by_rows[0, 0] == np.int32(-(1 << 31) | 0b110) and by_rows[0, 2] == 1  # matcher 1: 1, 2, 31, 64
+    assert by_rows[8].any() and by_rows[3].any()
+
+
 def test_batch_arguments_are_checked(tok: TokenizerInfo) -> None:
     m = GrammarMatcher(GrammarCompiler(tok).compile_builtin_json())
     batch = BatchGrammarMatcher(1)

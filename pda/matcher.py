@@ -26,7 +26,7 @@ import numpy as np
 from .bitmask import _row_view_for_fill
 from .kernels import set_bits
 from .plain_runs import mark_within, stack_run
-from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, walk_tokens
+from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, survivors_on_path, walk_tokens
 from .walk_workspace import thread_workspace
 from .stack import BOTTOM, StackArena
 from .walker import Config, Walker, as_bytes
@@ -40,6 +40,10 @@ _MAX_STACK_PATHS = 64  # linear stacks enumerated per top before falling back to
 # A top with at least this many uncertain tokens left to walk decides what it can from its frame
 # classes first (:meth:`GrammarMatcher._by_frame_classes`).
 FRAME_MIN_UNCERTAIN = 4096
+# A top over one linear stack with fewer uncertain tokens than that is decided in one kernel call
+# (:func:`pda.token_walk.survivors_on_path`); the Python path of _survivors is its reference (the
+# tests turn this off to compare the two).
+ONE_CALL_SURVIVORS = True
 _MAX_JUMP = 4096
 _KEY_MEMO_LIMIT = 4096  # configurations whose mask keys a matcher remembers
 _LINE_MEMO_LIMIT = 4096  # arena nodes whose linear stacks a matcher remembers
@@ -316,10 +320,19 @@ class GrammarMatcher:
         comp = self._compiled
         paths = self._stack_paths(parents)
         ok = np.zeros(unc.shape[0], dtype=np.bool_)
+        ws = thread_workspace(comp.max_token_length)
+        if ONE_CALL_SURVIVORS and paths is not None and len(paths) == 1 and unc.shape[0] < FRAME_MIN_UNCERTAIN:
+            # the usual case, what the rest of this method does for it, in one kernel call
+            classes = comp.classes
+            ids, frames, overflow = survivors_on_path(comp.kernel, comp.trie, unc, s, paths[0], ws, classes.plain_runs,
+                                                      classes.plain_to_end, classes.plain_chars(), ok)
+            if not overflow:
+                return ids, frames
+            self._decide_by_bytes(s, parents, unc, ok)
+            return comp.trie.order[unc[ok]].astype(np.int32), None
         out = np.empty(unc.shape[0], dtype=np.int8)
         read: int | None = 0
         fallback = paths is None
-        ws = thread_workspace(comp.max_token_length)
         walked: list[tuple[int, tuple[int, ...]]] = []  # (frames read, those frames) of each walk
         if paths:  # tokens of plain string characters within the run over the stack (pda.plain_runs)
             classes = comp.classes
@@ -351,14 +364,20 @@ class GrammarMatcher:
                 fallback = True
         if fallback:  # exotic stacks: decide the undecided tokens with the byte walker
             read = None
-            start = Config(((s, parents),), False)
-            data, offsets = comp.trie.data, comp.trie.offsets
-            for j in np.flatnonzero(~ok).tolist():
-                i = unc[j]
-                arr = data[offsets[i]:offsets[i + 1]]
-                _, pos = self._walker.run(start, arr, 0, len(arr))
-                ok[j] = pos == len(arr)
+            self._decide_by_bytes(s, parents, unc, ok)
         return comp.trie.order[unc[ok]].astype(np.int32), read
+
+    def _decide_by_bytes(self, s: int, parents: frozenset[int], unc: np.ndarray, ok: np.ndarray) -> None:
+        """Set ``ok[j]`` for each undecided token ``unc[j]`` that top ``s`` accepts on its real stack,
+        with the byte walker (which reads any depth): for stacks the token walk cannot take."""
+        comp = self._compiled
+        start = Config(((s, parents),), False)
+        data, offsets = comp.trie.data, comp.trie.offsets
+        for j in np.flatnonzero(~ok).tolist():
+            i = unc[j]
+            arr = data[offsets[i]:offsets[i + 1]]
+            _, pos = self._walker.run(start, arr, 0, len(arr))
+            ok[j] = pos == len(arr)
 
     def _by_frame_classes(self, s: int, ret: int, unc: np.ndarray, todo: np.ndarray,
                           ok: np.ndarray) -> tuple[np.ndarray, int]:

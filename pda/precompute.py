@@ -83,9 +83,8 @@ from .kernels import set_bits
 from .lookahead import (
     LookaheadScratch, byte_runs, class_bits, first_byte_weight, frame_key, lookahead_keys, make_scratch, rule_min_lengths,
 )
-from .token_walk import (
-    TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, forget_entry_points, walk_listing, walk_tokens,
-)
+from .kernel_entry import forget_entry_points
+from .token_walk import TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, walk_listing, walk_tokens
 from .walk_workspace import Workspace, listing_buffers, thread_workspace
 from .normalize import REPEAT_PREFIX
 from .plain_runs import (

@@ -1,7 +1,9 @@
 """The token walk: the vocabulary's sorted trie walked from one top of the pushdown automaton.
 
 :func:`walk_tokens` sorts tokens into accepted / uncertain / rejected from a bare frame (token
-classes, :mod:`pda.precompute`) or decides uncertain tokens on a real stack (:mod:`pda.matcher`).
+classes, :mod:`pda.precompute`) or decides uncertain tokens on a real stack (:mod:`pda.matcher`);
+:func:`survivors_on_path` does the latter for one linear stack in one call, plain runs over the
+stack included (the matcher's Python path for any stack is its reference).
 A plain-Python definition of the same result is :func:`pda.walk_reference.walk_tokens_reference`;
 the tests compare the two.  Kernels are ``@njit(cache=True, nogil=True)`` over flat arrays; the
 entry point takes NamedTuples, its helpers take arrays (a numba call with NamedTuple arguments
@@ -16,11 +18,13 @@ import numpy as np
 from numba import njit
 
 from .loop_bytes import loop_bytes, utf8_loops
+from .plain_runs import RUN_CAP
 from .thread_sets import closure, free_nodes, single_step
+from .kernel_entry import run_direct
 from .walk_workspace import Workspace
 
 __all__ = [
-    "KernelAutomaton", "walk_tokens", "walk_listing", "TOKEN_REJECTED", "TOKEN_ACCEPTED", "TOKEN_UNCERTAIN",
+    "KernelAutomaton", "walk_tokens", "walk_listing", "survivors_on_path", "TOKEN_REJECTED", "TOKEN_ACCEPTED", "TOKEN_UNCERTAIN",
     "TOKEN_OVERFLOW",
 ]
 
@@ -98,39 +102,6 @@ def _overflow_all(out, found, ncand):
     return ncand
 
 
-_ENTRY_LIMIT = 256  # (automaton, trie, workspace) triples whose compiled entry walk_tokens remembers
-# id(A), id(T), id(ws) -> (A, T, ws, the kernel's compiled entry point); the tuples are held, so
-# their ids stay theirs while they are in the table
-_entries: dict[tuple[int, int, int], tuple[object, object, object, Any]] = {}
-
-
-def forget_entry_points(automaton_id: int) -> None:
-    """Drop the remembered entry points of the kernel automaton with this ``id`` (and with them the
-    table's references to it): its owner calls this when it dies (``weakref.finalize``), so a
-    compiled grammar's arrays are not kept alive by this table after the grammar is gone."""
-    for key in [k for k in list(_entries) if k[0] == automaton_id]:
-        _entries.pop(key, None)
-
-
-# the kinds of the eight arguments (:func:`_kinds`) -> the kernel's compiled entry point for them:
-# every new grammar brings a new automaton of the same kinds, and numba's dispatcher took 0.5 ms
-# to type a new triple's NamedTuples of arrays
-_by_kinds: dict[tuple[Any, ...], Any] = {}
-
-
-def _array_kind(x: object) -> tuple[Any, ...]:
-    """What numba's type of ``x`` depends on: for an array its dtype, rank, layout, writability and
-    alignment; for anything else its Python type."""
-    if isinstance(x, np.ndarray):
-        f = x.flags
-        return (x.dtype.str, x.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
-    return (type(x),)
-
-
-def _kinds(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((type(x), *map(_array_kind, x)) if isinstance(x, tuple) else _array_kind(x) for x in args)
-
-
 def walk_tokens(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, stack: np.ndarray, expand: bool,
                 out: np.ndarray, ws: Workspace) -> int:
     """Classify the sorted tokens ``cand`` from one top (:func:`_walk_tokens`, which says how):
@@ -152,49 +123,94 @@ def walk_listing(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int,
     return _call(A, T, cand, start_state, stack, expand, out, ws, found)[1]
 
 
+def survivors_on_path(A: KernelAutomaton, T: Any, unc: np.ndarray, start_state: int, path: np.ndarray, ws: Workspace,
+                      run: np.ndarray, to_end: np.ndarray, chars: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, int, bool]:
+    """The tokens ``unc`` (sorted-trie indices, ascending) that a top ``start_state`` accepts over
+    one linear stack ``path`` (return states, bottom first), in one kernel call
+    (:func:`_survivors_on_path`): the plain run over the stack first (:func:`pda.plain_runs.stack_run`,
+    with ``run``, ``to_end`` and the tokens' plain characters ``chars``), then a walk of the rest.
+    Returns their ids (``T.order``), how many frames were read, and whether a walk overflowed: then
+    ``ok`` (zeros, one per token) holds what was decided, and the caller decides the others."""
+    if not ok.flags.c_contiguous:  # the entry point reads arrays as compiled for them: C-contiguous
+        raise ValueError("survivors_on_path: ok must be C-contiguous (it is written in place)")
+    unc, path = np.ascontiguousarray(unc), np.ascontiguousarray(path)
+    ids, read, overflow = run_direct(_survivors_on_path, "survivors", A, T, ws,
+                                      (A, T, unc, start_state, path, ws, run, to_end, chars, ok))
+    return ids, int(read), bool(overflow)
+
+
 _NO_FOUND = np.zeros(0, dtype=np.int32)  # walk_tokens: every code into out, none listed
 
 
 def _call(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, stack: np.ndarray, expand: bool,
           out: np.ndarray, ws: Workspace, found: np.ndarray) -> tuple[int, int]:
-    """Run :func:`_walk_tokens`; returns (frames read, tokens listed or ``len(cand)``).
-
-    numba's dispatcher types every argument on every call, and a NamedTuple of arrays is typed in
-    Python: about 8 µs for these three, more than many walks take.  The automaton, the trie and the
-    workspace live long, so after the first call with them the compiled entry point is called
-    directly (about 2 µs); it checks each array's dtype and rank as it unboxes it (a TypeError
-    before any work: then the dispatcher chooses), and the per-call arrays are checked contiguous
-    here, as the entry compiled for them assumes.  The first call with a new triple finds the
-    entry point by the kinds of its arrays (:data:`_by_kinds`, about 40 µs), not through the
-    dispatcher."""
-    key = (id(A), id(T), id(ws))
-    got = _entries.get(key)
-    if got is not None and cand.flags.c_contiguous and stack.flags.c_contiguous and out.flags.c_contiguous \
-            and found.flags.c_contiguous:
-        try:
-            read, n = got[3](A, T, cand, start_state, stack, expand, out, ws, found)
-            return int(read), int(n)
-        except TypeError:
-            pass
-    args = (A, T, cand, start_state, stack, expand, out, ws, found)
-    overloads = getattr(_walk_tokens, "overloads", None)  # None: NUMBA_DISABLE_JIT
-    if overloads is None:
-        read, n = _walk_tokens(*args)
-        return int(read), int(n)
-    kinds = _kinds(args)
-    entry = _by_kinds.get(kinds)
-    if entry is None:  # the dispatcher types the arguments and compiles (or loads) the kernel
-        read, n = _walk_tokens(*args)
-        compiled = overloads.get(tuple(_walk_tokens.typeof_pyval(x) for x in args))
-        if compiled is not None:
-            entry = _by_kinds[kinds] = compiled.entry_point
+    """Run :func:`_walk_tokens`; returns (frames read, tokens listed or ``len(cand)``).  Its
+    per-call arrays are checked contiguous here, as the entry point compiled for them assumes."""
+    if cand.flags.c_contiguous and stack.flags.c_contiguous and out.flags.c_contiguous and found.flags.c_contiguous:
+        read, n = run_direct(_walk_tokens, "walk", A, T, ws, (A, T, cand, start_state, stack, expand, out, ws, found))
     else:
-        read, n = entry(*args)
-    if entry is not None:
-        if len(_entries) >= _ENTRY_LIMIT:
-            _entries.clear()
-        _entries[key] = (A, T, ws, entry)
+        read, n = _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found)
     return int(read), int(n)
+
+
+@njit(cache=True, nogil=True)
+def _survivors_on_path(A, T, unc, start_state, path, ws, run, to_end, chars, ok):
+    """:func:`survivors_on_path`: ``GrammarMatcher._survivors`` for one linear stack and fewer
+    uncertain tokens than frame classes start at, in one call (that method, in Python, is its
+    reference: it took about 40 µs of bookkeeping around a walk of 10-20 µs)."""
+    n = unc.shape[0]
+    # the plain characters surely consumed over the stack (pda.plain_runs.stack_run)
+    total = 0
+    frames = 0
+    best = np.int64(run[start_state])
+    q = start_state
+    top = path.shape[0]
+    while to_end[q] >= 0 and frames < top and total + to_end[q] < RUN_CAP:
+        total += to_end[q]
+        q = path[top - 1 - frames]
+        frames += 1
+        best = max(best, total + np.int64(run[q]))
+    if frames > 0:
+        within = min(best, RUN_CAP)
+        for j in range(n):
+            c = chars[unc[j]]
+            if c >= 0 and c <= within:
+                ok[j] = True
+    m = 0
+    for j in range(n):
+        if not ok[j]:
+            m += 1
+    read = frames
+    overflow = False
+    if m > 0:
+        cand = np.empty(m, np.int32)
+        pos = np.empty(m, np.int64)
+        k = 0
+        for j in range(n):
+            if not ok[j]:
+                cand[k] = unc[j]
+                pos[k] = j
+                k += 1
+        codes = np.empty(m, np.int8)
+        r, _ = _walk_tokens(A, T, cand, start_state, path, False, codes, ws, np.zeros(0, np.int32))
+        read = max(read, r)
+        for k in range(m):
+            if codes[k] == TOKEN_ACCEPTED:
+                ok[pos[k]] = True
+            elif codes[k] == TOKEN_OVERFLOW:
+                overflow = True
+    count = 0
+    for j in range(n):
+        if ok[j]:
+            count += 1
+    ids = np.empty(count, np.int32)
+    k = 0
+    order = T.order
+    for j in range(n):
+        if ok[j]:
+            ids[k] = order[unc[j]]
+            k += 1
+    return ids, read, overflow
 
 
 @njit(cache=True, nogil=True)

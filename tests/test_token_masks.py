@@ -532,3 +532,42 @@ def test_xgrammar_allows_encoded_surrogates(engines, grammar_of) -> None:
     assert differ == [b"\xed" + bytes([b]) for b in range(0xA0, 0xC0)]
     with pytest.raises(UnicodeDecodeError):
         b"\xed\xa0\x80".decode("utf-8")
+
+
+def test_one_call_survivors_equal_the_python_path(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GrammarMatcher._survivors`` decides a top over one linear stack in one kernel call
+    (:func:`pda.token_walk.survivors_on_path`); its Python path is the reference.  Both run on fresh
+    grammars (no cached mask hides a difference) over the bundled JSON, C-like and SQL samples and a
+    schema whose long strings are split into blocks (plain runs over the stack), and give the same
+    mask at every step; the kernel is checked to have run."""
+    import pda.matcher
+    import pda.token_walk
+
+    info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
+    long_strings = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3000},
+                                                     "b": {"type": "array", "items": {"type": "string"}}}}
+    cases: list[tuple[Any, list[str]]] = [
+        (lambda c, n=n: c.compile_grammar(grammars.path(n).read_text(encoding="utf-8")),
+         [p.read_text(encoding="utf-8") for p in grammars.samples(n)[0]][:3])
+        for n in ("json", "c_like", "sql_select")
+    ]
+    cases.append((lambda c: c.compile_json_schema(long_strings),
+                  [json.dumps({"a": "word " * 400 + '"quoted"', "b": ["x", "y\\n", ""]}), '{"b": []}']))
+    calls = []
+    real = pda.token_walk.survivors_on_path
+    monkeypatch.setattr(pda.matcher, "survivors_on_path", lambda *a: calls.append(1) or real(*a))
+    for build, docs in cases:
+        masks: dict[bool, list[np.ndarray]] = {}
+        for one_call in (True, False):
+            monkeypatch.setattr(pda.matcher, "ONE_CALL_SURVIVORS", one_call)
+            compiled = build(GrammarCompiler(info, cache=False))
+            got = masks[one_call] = []
+            for doc in docs:
+                m = GrammarMatcher(compiled)
+                for t in deepseek_tokenizer.encode(doc, add_special_tokens=False):
+                    got.append(m.next_token_mask())
+                    assert m.accept_token(t)
+        assert len(masks[True]) == len(masks[False])
+        for step, (a, b) in enumerate(zip(masks[True], masks[False])):
+            assert np.array_equal(a, b), f"step {step}"
+    assert len(calls) > 50

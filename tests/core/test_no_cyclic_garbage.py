@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from pda import GrammarCompiler, GrammarMatcher, TokenizerInfo
-from pda import token_walk
+from pda import kernel_entry
 from pda.grammar import Grammar
 
 GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
@@ -116,7 +116,7 @@ def test_dropped_grammars_are_freed() -> None:
     assert m.accept_string("")  # the byte walker's tables are built too
     automaton = weakref.ref(compiled.grammar.automaton)
     kernel_id = id(compiled.kernel)
-    assert any(k[0] == kernel_id for k in token_walk._entries)
+    assert any(k[1] == kernel_id for k in kernel_entry._entries)
     del m, compiled
     assert automaton() is None
-    assert not any(k[0] == kernel_id for k in token_walk._entries)
+    assert not any(k[1] == kernel_id for k in kernel_entry._entries)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pda import GrammarCompiler, TokenizerInfo, token_walk
+from pda import GrammarCompiler, TokenizerInfo, kernel_entry, token_walk
 from pda.token_walk import walk_tokens
 from pda.walk_workspace import thread_workspace
 
@@ -42,15 +42,15 @@ def test_a_new_automaton_reuses_the_entry_of_its_kind(monkeypatch: pytest.Monkey
                                 {"enum": ["bc", 12, None]}]):
         kernel = compiler.compile_json_schema(schema).kernel
         ws = thread_workspace(int(np.diff(trie.offsets).max()))
-        kinds = len(token_walk._by_kinds)
+        kinds = len(kernel_entry._by_kinds)
         for s in range(min(kernel.trans.shape[0], 12)):
             got = np.empty(cand.shape[0], np.int8)
             want = np.empty(cand.shape[0], np.int8)
             read = walk_tokens(kernel, trie, cand, s, stack, True, got, ws)
             assert read == kernel_of(kernel, trie, cand, s, stack, True, want, ws, token_walk._NO_FOUND)[0]
             assert got.tolist() == want.tolist()
-        assert (id(kernel), id(trie), id(ws)) in token_walk._entries
+        assert ("walk", id(kernel), id(trie), id(ws)) in kernel_entry._entries
         if k:  # the first schema may have brought the first entry of these kinds
-            assert len(token_walk._by_kinds) == kinds
+            assert len(kernel_entry._by_kinds) == kinds
             assert counting.calls == 0  # no walk went through the dispatcher
         monkeypatch.setattr(token_walk, "_walk_tokens", counting)

@@ -1,0 +1,81 @@
+"""Calling a numba kernel through its compiled entry point, past the dispatcher: :func:`run_direct`.
+
+numba's dispatcher types every argument on every call, and a NamedTuple of arrays is typed in
+Python: about 8 µs for a kernel automaton, a token trie and a walk workspace, more than many token
+walks take.  These three live long (a compiled grammar's, a tokenizer's, a thread's), so after the
+first call with them a kernel's compiled entry point is remembered for them and called directly
+(about 3 µs, most of it unboxing their arrays).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["run_direct", "forget_entry_points"]
+
+_ENTRY_LIMIT = 256  # (kernel, automaton, trie, workspace) whose compiled entry point is remembered
+# (kernel name, id(A), id(T), id(ws)) -> (A, T, ws, the kernel's compiled entry point); the objects
+# are held, so their ids stay theirs while they are in the table
+_entries: dict[tuple[str, int, int, int], tuple[object, object, object, Any]] = {}
+
+
+def forget_entry_points(automaton_id: int) -> None:
+    """Drop the remembered entry points of the kernel automaton with this ``id`` (and with them the
+    table's references to it): its owner calls this when it dies (``weakref.finalize``), so a
+    compiled grammar's arrays are not kept alive by this table after the grammar is gone."""
+    for key in [k for k in list(_entries) if k[1] == automaton_id]:
+        _entries.pop(key, None)
+
+
+# (kernel name, the kinds of its arguments (:func:`_kinds`)) -> its compiled entry point for them:
+# every new grammar brings a new automaton of the same kinds, and numba's dispatcher took 0.5 ms
+# to type a new triple's NamedTuples of arrays
+_by_kinds: dict[tuple[Any, ...], Any] = {}
+
+
+def _array_kind(x: object) -> tuple[Any, ...]:
+    """What numba's type of ``x`` depends on: for an array its dtype, rank, layout, writability and
+    alignment; for anything else its Python type."""
+    if isinstance(x, np.ndarray):
+        f = x.flags
+        return (x.dtype.str, x.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+    return (type(x),)
+
+
+def _kinds(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((type(x), *map(_array_kind, x)) if isinstance(x, tuple) else _array_kind(x) for x in args)
+
+
+def run_direct(kernel: Any, name: str, A: object, T: object, ws: object, args: tuple[Any, ...]) -> Any:
+    """``kernel(*args)``, through its compiled entry point when one is known for ``(A, T, ws)``
+    (``name`` names the kernel in the tables).  The entry point checks each array's dtype and rank
+    as it unboxes it (a TypeError before any work: then the dispatcher chooses), not its layout:
+    the caller passes C-contiguous per-call arrays.  The first call with a new triple finds the
+    entry point by the kinds of its arrays (:data:`_by_kinds`, about 40 µs), not through the
+    dispatcher."""
+    key = (name, id(A), id(T), id(ws))
+    got = _entries.get(key)
+    if got is not None:
+        try:
+            return got[3](*args)
+        except TypeError:
+            pass
+    overloads = getattr(kernel, "overloads", None)  # None: NUMBA_DISABLE_JIT
+    if overloads is None:
+        return kernel(*args)
+    kinds = (name, _kinds(args))
+    entry = _by_kinds.get(kinds)
+    if entry is None:  # the dispatcher types the arguments and compiles (or loads) the kernel
+        result = kernel(*args)
+        compiled = overloads.get(tuple(kernel.typeof_pyval(x) for x in args))
+        if compiled is not None:
+            entry = _by_kinds[kinds] = compiled.entry_point
+    else:
+        result = entry(*args)
+    if entry is not None:
+        if len(_entries) >= _ENTRY_LIMIT:
+            _entries.clear()
+        _entries[key] = (A, T, ws, entry)
+    return result

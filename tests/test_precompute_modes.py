@@ -72,3 +72,17 @@ def test_auto_in_the_background_classifies_the_start_state_before_returning(tok:
     callee_starts = {int(aut.rule_start[r]) for s in got.classes.by_state for r, _ in aut.calls(s)}
     assert len(set(got.classes.by_state) - callee_starts) <= 5 + len(first)
     assert len(got.classes.by_state) >= 5
+
+
+def test_auto_classifies_a_small_grammar_whole_at_compile_time(tok: pda.TokenizerInfo) -> None:
+    """A grammar of at most SMALL_GRAMMAR_STATES byte-reading states is classified whole by the
+    compile (its first masks never classify); a larger one only at its first states; and
+    ``eager_max_states=0`` classifies nothing up front, small or not."""
+    from pda.compiler import SMALL_GRAMMAR_STATES
+
+    small = pda.GrammarCompiler(tok, cache=False).compile_builtin_json()
+    assert len(small.classes.states) <= SMALL_GRAMMAR_STATES and small.classes.complete
+    large = pda.GrammarCompiler(tok, cache=False).compile_grammar(path("c_like").read_text(encoding="utf-8"))
+    assert len(large.classes.states) > SMALL_GRAMMAR_STATES and not large.classes.complete
+    none = pda.GrammarCompiler(tok, cache=False, eager_max_states=0).compile_builtin_json()
+    assert not none.classes.by_state

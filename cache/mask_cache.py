@@ -257,6 +257,25 @@ class MaskCache:
             pins.append(slot)
         return slot
 
+    def _get_many(self, keys: Sequence[Hashable], pins: list[int] | None) -> list[int | None]:
+        """:meth:`_get` of each key (under the lock), its loop written out: a batch fill looks up
+        every row of the batch here."""
+        lru = self._lru
+        out: list[int | None] = []
+        hits = 0
+        for k in keys:
+            slot = lru.get(k)
+            if slot is not None:
+                lru.move_to_end(k)
+                hits += 1
+                if pins is not None:
+                    self._pins[slot] += 1
+                    pins.append(slot)
+            out.append(slot)
+        self._hits += hits
+        self._misses += len(out) - hits
+        return out
+
     def _put_many(self, keys: Sequence[Hashable], rows: Sequence[Any], pins: list[int] | None) -> list[int]:
         if len(keys) != len(rows):
             raise BitmaskError(f"MaskCache.put_many: {len(keys)} keys but {len(rows)} rows")
@@ -331,7 +350,7 @@ class MaskCache:
         if len(keys) != len(rows):
             raise BitmaskError(f"MaskCache.get_many_into: {len(keys)} keys but {len(rows)} rows")
         with self._lock:
-            slots = [self._get(k, None) for k in keys]
+            slots = self._get_many(keys, None)
             host = self._host
             for r, slot in zip(rows, slots):
                 if slot is not None:
@@ -362,7 +381,7 @@ class MaskCache:
     def get_many(self, keys: Sequence[Hashable]) -> list[int | None]:
         """``get`` of each key under one hold of the lock (hits and misses counted per key)."""
         with self._lock:
-            return [self._get(k, None) for k in keys]
+            return self._get_many(keys, None)
 
     def put_many(self, keys: Sequence[Hashable], rows: Sequence[Any]) -> list[int]:
         """``put`` of each (key, row) under one hold of the lock, the new rows in one transfer.
@@ -542,21 +561,8 @@ class PinnedBatch:
     def get_many(self, keys: Sequence[Hashable]) -> list[int | None]:
         """``MaskCache.get_many``, pinning each hit."""
         cache = self.cache
-        out: list[int | None] = []
-        with cache._lock:  # MaskCache._get per key, written out: a batch fill looks up every row here
-            lru, pins, pinned = cache._lru, cache._pins, self._pinned
-            hits = 0
-            for k in keys:
-                slot = lru.get(k)
-                if slot is not None:
-                    lru.move_to_end(k)
-                    pins[slot] += 1
-                    pinned.append(slot)
-                    hits += 1
-                out.append(slot)
-            cache._hits += hits
-            cache._misses += len(out) - hits
-        return out
+        with cache._lock:
+            return cache._get_many(keys, self._pinned)
 
     def put_many(self, keys: Sequence[Hashable], rows: Sequence[Any]) -> list[int]:
         """``MaskCache.put_many``, pinning each slot it returns."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
@@ -153,15 +154,14 @@ class BatchGrammarMatcher:
         if not by_stops:
             return
         torch = _torch()
-        for ks in by_stops.values():
-            m = matchers[ks[0]]
+        for stops, ks in by_stops.items():
+            words, bits = _stop_cells(stops)
             r = np.array([rows[k] for k in ks], dtype=np.int64)
-            w = m._stop_words.shape[0]
             # (row, word, bits) of every cell in one array: one transfer to the device
-            cells = np.empty((3, r.shape[0], w), dtype=np.int64)
+            cells = np.empty((3, r.shape[0], words.shape[0]), dtype=np.int64)
             cells[0] = r[:, None]
-            cells[1] = m._stop_words[None, :]
-            cells[2] = m._stop_bits[None, :]
+            cells[1] = words[None, :]
+            cells[2] = bits[None, :]
             on = torch.from_numpy(cells).to(out.device)
             # a row's words are distinct; a repeated row (two matchers given one index) gets the same bits
             out[on[0], on[1]] |= on[2].to(torch.int32)
@@ -277,6 +277,17 @@ def _compute_group(matchers: Sequence[GrammarMatcher], positions: list[int]) -> 
         mine = m._current_key(m._cfg) if key is not None else None
         out.append((k, row, key) if mine is not None and mine == key else (k, *m._compute_entry(m._cfg)))
     return out
+
+
+@lru_cache(maxsize=64)
+def _stop_cells(stops: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """A matcher's stop tokens (its ``_stops``' bytes) as (their distinct words, the OR of their
+    bits in each, as int64 holding the int32 word), once per set of stop tokens."""
+    ids = np.frombuffer(stops, dtype=np.int32).astype(np.int64)
+    words, where = np.unique(ids >> 5, return_inverse=True)
+    bits = np.zeros(words.shape[0], dtype=np.int64)
+    np.bitwise_or.at(bits, where, np.left_shift(np.int64(1), ids & 31))
+    return words, bits.astype(np.uint32).view(np.int32).astype(np.int64)
 
 
 def _torch() -> Any:

@@ -86,12 +86,6 @@ class GrammarMatcher:
             if not 0 <= t < tok.vocab_size:
                 raise ValueError(f"stop token id {t} is outside the vocabulary (size {tok.vocab_size})")
         self._stops = np.array(sorted(set(stops)), dtype=np.int32)
-        # the stop tokens as (distinct words, their bits): what a batch ORs into a device bitmask
-        words = self._stops >> 5
-        self._stop_words = np.unique(words).astype(np.int64)
-        self._stop_bits = np.zeros(self._stop_words.shape[0], dtype=np.int64)
-        np.bitwise_or.at(self._stop_bits, np.searchsorted(self._stop_words, words), np.left_shift(np.int64(1), (self._stops & 31).astype(np.int64)))
-        self._stop_bits = self._stop_bits.astype(np.uint32).view(np.int32)
         self._stop_set = frozenset(stops)
         self._terminate_without_stop = terminate_without_stop_token
         self._max_rollback = max_rollback_tokens

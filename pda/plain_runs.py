@@ -298,7 +298,8 @@ def _solve_to_end(ptr, after, ok, is_end, cap):  # pragma: no cover - numba
     return out
 
 
-def stack_run(run: np.ndarray, to_end: np.ndarray, s: int, path: np.ndarray, cap: int = RUN_CAP) -> tuple[int, int]:
+@njit(cache=True, nogil=True)
+def stack_run(run, to_end, s, path, cap=RUN_CAP):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """The plain characters surely consumed from top ``s`` over the linear stack ``path`` (return
     states, bottom first), and how many frames of it that read::
 
@@ -307,14 +308,17 @@ def stack_run(run: np.ndarray, to_end: np.ndarray, s: int, path: np.ndarray, cap
 
     A sequence no longer than ``to_end[s]`` is a prefix of one that reaches an end state, so it
     is consumed; a longer one reaches an end after ``to_end[s]`` characters, pops into ``r`` and
-    goes on from there."""
-    total, read, best = 0, 0, int(run[s])
+    goes on from there.  Returns ``(run over the stack, frames read)``; a kernel (also
+    :func:`pda.token_walk.survivors_on_path`'s)."""
+    total = 0
+    read = 0
+    best = np.int64(run[s])
     q = s
     while to_end[q] >= 0 and read < path.shape[0] and total + to_end[q] < cap:
-        total += int(to_end[q])
-        q = int(path[path.shape[0] - 1 - read])
+        total += np.int64(to_end[q])
+        q = path[path.shape[0] - 1 - read]
         read += 1
-        best = max(best, total + int(run[q]))
+        best = max(best, total + np.int64(run[q]))
     return min(best, cap), read
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from .loop_bytes import loop_bytes, utf8_loops
-from .plain_runs import RUN_CAP
+from .plain_runs import mark_within, stack_run
 from .thread_sets import closure, free_nodes, single_step
 from .kernel_entry import run_direct
 from .walk_workspace import Workspace
@@ -159,23 +159,9 @@ def _survivors_on_path(A, T, unc, start_state, path, ws, run, to_end, chars, ok)
     uncertain tokens than frame classes start at, in one call (that method, in Python, is its
     reference: it took about 40 µs of bookkeeping around a walk of 10-20 µs)."""
     n = unc.shape[0]
-    # the plain characters surely consumed over the stack (pda.plain_runs.stack_run)
-    total = 0
-    frames = 0
-    best = np.int64(run[start_state])
-    q = start_state
-    top = path.shape[0]
-    while to_end[q] >= 0 and frames < top and total + to_end[q] < RUN_CAP:
-        total += to_end[q]
-        q = path[top - 1 - frames]
-        frames += 1
-        best = max(best, total + np.int64(run[q]))
+    within, frames = stack_run(run, to_end, start_state, path)  # plain characters surely consumed
     if frames > 0:
-        within = min(best, RUN_CAP)
-        for j in range(n):
-            c = chars[unc[j]]
-            if c >= 0 and c <= within:
-                ok[j] = True
+        mark_within(chars, unc, within, ok)
     m = 0
     for j in range(n):
         if not ok[j]:

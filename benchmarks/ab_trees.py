@@ -5,6 +5,7 @@ schema in one process, the order alternating, differ by about 1% (an A/A run giv
 per-schema geomean 0.991 on 400 schemas).  Make the other tree with ``git worktree add ../base REV``.
 
     .venv/bin/python benchmarks/ab_trees.py ../base . [--sample 400] [--seed 0] [--path ../shared/corpora]
+    .venv/bin/python benchmarks/ab_trees.py ../base . --grammar json-builtin [--docs 4] [--reps 3]
 
 Each tree is imported through its own finder (``pda``, ``pda.frontends``, ``pda.cache`` and
 ``pda.grammars`` map to its folders, as ``pyproject.toml``'s ``package-dir`` says) and
@@ -13,7 +14,10 @@ trees get their own tokenizer and compiler (``schema_conformance.Pda``), their k
 an untimed warm-up schema; then every schema runs on A and on B back to back (``run_schema``,
 MaskBench's protocol), A first on even schemas.  Prints per tree the fills, total, mean, p50, p99
 and slowest fill, passes and false accepts, then B/A of the total fill time and the geomean and
-median of the per-schema B/A ratios.
+median of the per-schema B/A ratios.  With ``--grammar`` (``json-builtin`` or a bundled grammar's
+name) the workload is ``bench_masks.py``'s for that grammar instead: each tree compiles it afresh
+(``--reps`` times, no cache), and the documents run on A and on B back to back, one fill per token;
+the per-schema ratios are then per document.
 
 Both trees' kernels share numba's names (``pda.kernels.token_bytesets`` twice in one process).
 Seen once: with a fresh worktree as A, B's trie build failed with ``RuntimeError: In
@@ -82,6 +86,9 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--path", default=str(corpora_dir()))
+    ap.add_argument("--grammar", help="json-builtin, or a bundled grammar (json, c_like, sql_select): its documents, not schemas")
+    ap.add_argument("--docs", type=int, default=4, help="with --grammar json-builtin/json: random documents")
+    ap.add_argument("--reps", type=int, default=3, help="with --grammar: fresh compiles per tree")
     args = ap.parse_args()
     trees = [os.path.abspath(args.a), os.path.abspath(args.b)]
     switch = Trees()
@@ -98,6 +105,8 @@ def main() -> None:
         if not hasattr(pda, "warm_up_kernels"):  # a tree from before the warm-up existed
             pda.warm_up_kernels = lambda: 0.0
         engines[tree] = sc.Pda(hf)
+    if args.grammar:
+        return _grammar_ab(args, trees, switch, hf)
     items = sc.load_items(Path(args.path), args.sample or None, args.seed)
     encoded = {it["id"]: [(hf.encode(json.dumps(t["data"], ensure_ascii=False), add_special_tokens=False), t["valid"])
                           for t in it["tests"]] for it in items}
@@ -119,6 +128,68 @@ def main() -> None:
             per_schema[tree].append(sum(times))
             passed[tree] += bool(rec.get("passed"))
             false_accepts[tree] += rec.get("false_accepts") or 0
+    _report(trees, fills, per_schema, passed, false_accepts)
+
+
+def _grammar_ab(args: argparse.Namespace, trees: list[str], switch: Trees, hf: Any) -> None:
+    """The A/B of one grammar's documents (``--grammar``), one fill per token, as bench_masks runs them."""
+    import time
+
+    from common import random_json_documents
+
+    switch.use(trees[0])
+    from pda import grammars
+
+    name = args.grammar
+    text = None if name == "json-builtin" else grammars.path(name).read_text(encoding="utf-8")
+    docs = [d.strip() for d in (random_json_documents(args.docs, args.seed) if name in ("json", "json-builtin") else [])]
+    docs += [p.read_text(encoding="utf-8").strip() for p in grammars.samples("json" if text is None else name)[0]]
+    if text is None:  # the containers only, as bench_masks gives xgrammar's built-in grammar
+        docs = [d for d in docs if d[:1] in ("{", "[")]
+    ids = [hf.encode(d, add_special_tokens=False) for d in docs]
+    tok = {}
+    for tree in trees:
+        switch.use(tree)
+        import pda
+
+        pda.warm_up_kernels()
+        tok[tree] = pda.TokenizerInfo.from_huggingface(hf)
+        _ = tok[tree].trie
+    gc.collect()
+    gc.freeze()
+    fills: dict[str, list[float]] = {t: [] for t in trees}
+    per_doc: dict[str, list[float]] = {t: [] for t in trees}
+    for rep in range(args.reps):
+        compiled = {}
+        for tree in trees:
+            switch.use(tree)
+            import pda
+
+            compiler = pda.GrammarCompiler(tok[tree], cache=False)
+            compiled[tree] = compiler.compile_builtin_json() if text is None else compiler.compile_grammar(text)
+        for i, seq in enumerate(ids):
+            for tree in trees if (i + rep) % 2 == 0 else trees[::-1]:
+                switch.use(tree)
+                import pda
+
+                m = pda.GrammarMatcher(compiled[tree])
+                bitmask = pda.allocate_token_bitmask(1, tok[tree].vocab_size)
+                spent = 0.0
+                for step, t in enumerate(seq):
+                    t0 = time.perf_counter()
+                    m.fill_next_token_bitmask(bitmask, 0)
+                    dt = time.perf_counter() - t0
+                    if step:
+                        fills[tree].append(dt)
+                        spent += dt
+                    if not m.accept_token(t):
+                        raise SystemExit(f"{tree}: document {i} refused at token {step}")
+                per_doc[tree].append(spent)
+    _report(trees, fills, per_doc, dict.fromkeys(trees, len(ids)), dict.fromkeys(trees, 0))
+
+
+def _report(trees: list[str], fills: dict[str, list[float]], per_schema: dict[str, list[float]],
+            passed: dict[str, int], false_accepts: dict[str, int]) -> None:
     a, b = trees
     for tree, name in ((a, "A"), (b, "B")):
         x = np.array(fills[tree]) * 1e6

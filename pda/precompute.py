@@ -113,6 +113,8 @@ LOOKAHEAD_GROUPS: tuple[GroupSpec, ...] | None = GROUPS
 # Schemas, a share of 0.5 gave an 18% lower mean fill than 0.3, and 0.3 an 11% lower one than
 # 0.125; inside a string nearly every token's first byte is allowed, and those states are keyed).
 LOOKAHEAD_MIN_SHARE = 0.5
+_FRAME_KEY_MEMO = 1 << 16  # (state, return state) pairs whose frame_key a TokenClasses remembers
+_NO_KEY = object()
 # A state that surely consumes this many plain characters (pda.plain_runs) accepts every token of
 # at most that many plain characters: only the others are walked (:meth:`TokenClasses._walk_beyond_plain`),
 # without keys.
@@ -222,6 +224,7 @@ class TokenClasses:
         self._minlen = rule_min_lengths(self.kernel) if self._keyed else np.zeros(0, np.int32)
         self._lengths = np.diff(self._trie.offsets)
         self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
+        self._frame_keys: dict[tuple[int, int], bytes | None] = {}  # (state, return state) -> frame_key
         self._chars_of_plain: dict[int, np.ndarray] = {}  # id(level trie) -> _plain_chars
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
         # byte set -> (its keyed groups, their bounds, their caps): one lookahead search each
@@ -276,8 +279,13 @@ class TokenClasses:
         sharing: :data:`LOOKAHEAD_GROUPS` None)."""
         if not self._keyed:
             return None
-        key = frame_key(self.kernel, self._minlen, self._all_runs, "all", s, ret, FRAME_BYTES, FRAME_CAP,
-                        self._scratch())
+        key = self._frame_keys.get((s, ret), _NO_KEY)  # a digest costs ~100 us: once per (s, ret)
+        if key is _NO_KEY:
+            key = frame_key(self.kernel, self._minlen, self._all_runs, "all", s, ret, FRAME_BYTES, FRAME_CAP,
+                            self._scratch())
+            if len(self._frame_keys) >= _FRAME_KEY_MEMO:
+                self._frame_keys.clear()
+            self._frame_keys[(s, ret)] = key
         if key is None:
             return None
 
@@ -499,7 +507,8 @@ def kernel_automaton(aut: Automaton) -> KernelAutomaton:
     escape |= np.diff(ret_ptr) > ESCAPE_RETURN_SITES
     return KernelAutomaton(aut.trans, aut.byte_class, aut.is_end, aut.call_ptr, aut.call_rule, aut.call_return,
                            aut.rule_start, aut.state_rule, ret_ptr, ret_state, aut.simple, escape,
-                           (aut.trans == np.arange(aut.num_states, dtype=aut.trans.dtype)[:, None]).any(axis=1))
+                           (aut.trans == np.arange(aut.num_states, dtype=aut.trans.dtype)[:, None]).any(axis=1),
+                           np.full(aut.num_states, -1, dtype=np.int8))
 
 
 def precompute_classes(aut: Automaton, tok: TokenizerInfo, progress=None, *,  # type: ignore[no-untyped-def]

@@ -51,6 +51,9 @@ class KernelAutomaton(NamedTuple):
     simple: np.ndarray  # bool[S]: no calls and not an end
     rule_escape: np.ndarray  # bool[R]: leaving this rule's bare frame makes a token uncertain (no expansion)
     has_loop: np.ndarray  # bool[S]: some byte leads from the state back to itself
+    # int8[S]: whether every multi-byte character leads from the state back to it (utf8_loops),
+    # filled in by the walks on first use (-1: not yet; threads that race write the same value)
+    utf8_loop: np.ndarray
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -90,6 +93,17 @@ def _next_live(starts, base, x, trans, byte_class, st, cnt, d):
                     return x
         x += 1
     return 256
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _utf8_loops(memo, trans, byte_class, s):
+    # utf8_loops of state s, computed once per automaton: about 5 us for a string body's state,
+    # and a walk of tokens that go in and out of a string (closing quotes) met it once per token
+    v = memo[s]
+    if v < 0:
+        v = 1 if utf8_loops(trans, byte_class, s) else 0
+        memo[s] = v
+    return v == 1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -237,8 +251,8 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
     h_node, node_slot = ws.h_node, ws.node_slot
     hn = (h_node, node_slot, ws.h_thread, ws.h_stamp)
     free_nodes(n_nodes, n_nodes[2], h_node, node_slot)  # the last walk's local nodes leave the table
-    trans, byte_class, simple, is_end, state_rule, rule_escape, has_loop = A.trans, A.byte_class, A.simple, \
-        A.is_end, A.state_rule, A.rule_escape, A.has_loop
+    trans, byte_class, simple, is_end, state_rule, rule_escape, has_loop, utf8_memo = A.trans, A.byte_class, \
+        A.simple, A.is_end, A.state_rule, A.rule_escape, A.has_loop, A.utf8_loop
     ret_ptr, ret_state, call_ptr, call_rule, call_return, rule_start = A.ret_ptr, A.ret_state, A.call_ptr, \
         A.call_rule, A.call_return, A.rule_start
     data, offsets, lcp, skip, bytesets, whole_utf8, first_starts, second_starts = T.data, T.offsets, T.lcp, T.skip, \
@@ -285,7 +299,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
             if trans[start_state, byte_class[b]] == start_state:
                 loops[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
                 nloops += 1
-        utf8 = nloops > 0 and utf8_loops(trans, byte_class, start_state)
+        utf8 = nloops > 0 and _utf8_loops(utf8_memo, trans, byte_class, start_state)
     # the same for a looping thread of a set the current prefix reaches
     class_bytes = np.zeros((trans.shape[1], 4), dtype=np.uint64)  # filled on first use
     class_bytes_ready = False
@@ -418,7 +432,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
                         class_bytes_ready = True
                     lstate = ls
                     lcount = loop_bytes(trans, class_bytes, lstate, lbytes)
-                    lutf8 = lcount > 0 and utf8_loops(trans, byte_class, lstate)
+                    lutf8 = lcount > 0 and _utf8_loops(utf8_memo, trans, byte_class, lstate)
                 if lcount > 0 and (bytesets[i, 0] & ~lbytes[0]) == 0 and (bytesets[i, 1] & ~lbytes[1]) == 0 \
                         and ((bytesets[i, 2] & ~lbytes[2]) == 0 and (bytesets[i, 3] & ~lbytes[3]) == 0
                              or lutf8 and whole_utf8[i]):

@@ -571,3 +571,26 @@ def test_one_call_survivors_equal_the_python_path(deepseek_tokenizer: Any, monke
         for step, (a, b) in enumerate(zip(masks[True], masks[False])):
             assert np.array_equal(a, b), f"step {step}"
     assert len(calls) > 50
+
+
+def test_utf8_loop_memo_holds_what_utf8_loops_says(deepseek_tokenizer: Any) -> None:
+    """The walk remembers per automaton state whether every multi-byte character loops on it
+    (``KernelAutomaton.utf8_loop``, filled on first use).  After the masks of a JSON document with
+    non-ASCII strings, every filled entry is :func:`pda.loop_bytes.utf8_loops` of its state, and
+    some string body's entry is true (the masks themselves are compared with xgrammar's elsewhere)."""
+    from pda.loop_bytes import utf8_loops
+
+    info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
+    text = grammars.path("json").read_text(encoding="utf-8")
+    doc = json.dumps({"naïve": ["Ünïcödé", "中文", {"k": "a\"b"}], "n": [1, 2.5]}, ensure_ascii=False)
+    ids = deepseek_tokenizer.encode(doc, add_special_tokens=False)
+    compiled = GrammarCompiler(info, cache=False).compile_grammar(text)
+    m = GrammarMatcher(compiled)
+    for t in ids:
+        m.next_token_mask()
+        assert m.accept_token(t)
+    A = compiled.kernel
+    filled = np.flatnonzero(A.utf8_loop >= 0)
+    assert filled.shape[0] > 0 and (A.utf8_loop == 1).any()
+    for s in filled.tolist():
+        assert bool(A.utf8_loop[s]) == utf8_loops(A.trans, A.byte_class, s), s

@@ -20,6 +20,7 @@ from .automaton import DEFAULT_MAX_STATES
 from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .errors import SerializationError
+from .split_tops import SplitTops
 from .precompute import STOP_WARMING, TokenClasses, max_token_length, precompute_classes, prepare_tokenizer
 from . import background, serialize
 from .stack import DEFAULT_MAX_STACK_DEPTH
@@ -56,6 +57,7 @@ class CompiledGrammar:
         self.words = classes.words
         self.max_token_length = max_token_length(self.trie)
         self.signature_depth: dict[int, int] = {}  # state -> deepest stack frame a mask check read
+        self.split_tops = SplitTops(classes, self.trie, self.max_token_length)  # (pda.split_tops)
         self.mask_cache_max_bytes = mask_cache_max_bytes
         self._mask_caches: dict[str, Any] = {}
         self._mask_lock = threading.Lock()

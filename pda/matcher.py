@@ -26,6 +26,7 @@ import numpy as np
 from .bitmask import _row_view_for_fill
 from .kernels import set_bits
 from .plain_runs import mark_within, stack_run
+from .split_tops import SPLIT_DEPTH, top_frames
 from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, survivors_on_path, walk_tokens
 from .walk_workspace import thread_workspace
 from .stack import BOTTOM, StackArena
@@ -44,6 +45,11 @@ FRAME_MIN_UNCERTAIN = 4096
 # (:func:`pda.token_walk.survivors_on_path`); the Python path of _survivors is its reference (the
 # tests turn this off to compare the two).
 ONE_CALL_SURVIVORS = True
+# Such a top of a state whose walks have read more than SPLIT_DEPTH frames is a *split* top
+# (:mod:`pda.split_tops`): decided over its top frames, and its few deep tokens below them; its key
+# part is its state, top frames and deep tokens' outcome.  Off: keyed by every frame its walks
+# read, decided in one call (the tests compare the two).
+SPLIT_TOPS = True
 _MAX_JUMP = 4096
 _KEY_MEMO_LIMIT = 4096  # configurations whose mask keys a matcher remembers
 _LINE_MEMO_LIMIT = 4096  # arena nodes whose linear stacks a matcher remembers
@@ -51,13 +57,6 @@ ARENA_RESET_NODES = 1 << 16  # reset() starts a new stack arena once the old one
 
 MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
 _NO_KEY = object()  # _fill_row: no key remembered for the configuration yet
-
-
-def _top_frames(path: np.ndarray, depth: int) -> tuple[int, ...]:
-    """The top ``depth`` frames of a linear stack (bottom first), top first; a stack with fewer
-    ends in -1, the bottom (as in :meth:`GrammarMatcher._signature`)."""
-    top = path[::-1][:depth].tolist()
-    return tuple(top) if len(top) == depth else (*top, -1)
 
 
 class GrammarMatcher:
@@ -238,9 +237,22 @@ class GrammarMatcher:
         return key
 
     def _key(self, cfg: Config, depths: dict[int, int]) -> MaskKey | None:
-        """Each top's state with the signature of its top ``depths[state]`` frames (0 when absent)."""
-        parts = []
+        """Each top's state with the signature of its top ``depths[state]`` frames (0 when absent);
+        for a split top (:meth:`_split_path`), its state, top frames and the ids its deep tokens
+        accept on its stack (:mod:`pda.split_tops`; a new stack pattern walks those few here)."""
+        parts: list[Any] = []
+        comp = self._compiled
+        deep_states = comp.split_tops.states
         for s, parents in cfg.tops:
+            if s in deep_states and SPLIT_TOPS:
+                unc = comp.classes.get(s).uncertain
+                path = self._split_path(parents, unc)
+                if path is not None:
+                    part = comp.split_tops.part(s, unc, path)
+                    if part is None:
+                        return None
+                    parts.append(part)
+                    continue
             d = depths.get(s, 0)
             sig = self._signature(parents, d) if d else ()  # most tops read no frame
             if sig is None:
@@ -293,7 +305,10 @@ class GrammarMatcher:
             c = classes.get(s)
             c.or_accepted_into(row)
             depths[s] = depth.get(s, 0)
-            if c.uncertain.shape[0]:
+            path = self._split_path(parents, c.uncertain) if s in comp.split_tops.states and SPLIT_TOPS else None
+            if path is not None:
+                cacheable &= self._add_split(row, s, parents, c.uncertain, path)
+            elif c.uncertain.shape[0]:
                 ids, read = self._survivors(s, parents, c.uncertain)
                 if ids.shape[0]:
                     set_bits(row, ids)
@@ -303,9 +318,38 @@ class GrammarMatcher:
                     depths[s] = read
                     if read > depth.get(s, 0):
                         depth[s] = read  # a race may lose this update: then keys only miss more
+                    if read > SPLIT_DEPTH:  # from now on keyed by its deep tokens' outcome
+                        comp.split_tops.states.add(s)
         key = self._key(cfg, depths) if cacheable else None
         self._keys[cfg] = key
         return row, key
+
+    def _split_path(self, parents: frozenset[int], unc: np.ndarray) -> np.ndarray | None:
+        """The linear stack below a split top: one linear stack and some uncertain tokens, fewer
+        than frame classes start at; else None."""
+        if not 0 < unc.shape[0] < FRAME_MIN_UNCERTAIN:
+            return None
+        paths = self._stack_paths(parents)
+        return paths[0] if paths is not None and len(paths) == 1 else None
+
+    def _add_split(self, row: np.ndarray, s: int, parents: frozenset[int], unc: np.ndarray, path: np.ndarray) -> bool:
+        """Set in ``row`` the uncertain tokens of split top ``s`` that its stack ``path`` accepts
+        (:mod:`pda.split_tops`); False when that is not cacheable (a deep walk overflowed: its
+        tokens are decided by the byte walker)."""
+        split = self._compiled.split_tops
+        frames, deeper = split.top(path)
+        shallow = split.shallow(s, unc, path, frames, deeper)
+        if shallow.accepted.shape[0]:
+            set_bits(row, shallow.accepted)
+        ids = split.deep_ids(s, shallow, path, frames, deeper)
+        if ids is None:
+            ok = np.zeros(shallow.deep.shape[0], dtype=np.bool_)
+            self._decide_by_bytes(s, parents, shallow.deep, ok)
+            set_bits(row, self._compiled.trie.order[shallow.deep[ok]].astype(np.int32))
+            return False
+        if ids:
+            set_bits(row, np.array(ids, dtype=np.int32))
+        return True
 
     def _survivors(self, s: int, parents: frozenset[int], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
         """The ids of the uncertain tokens ``unc`` (sorted-trie indices) that the real stack below
@@ -339,7 +383,7 @@ class GrammarMatcher:
         for path in paths or ():
             # A walk answers alike for every stack that agrees on the frames it read (what makes
             # the mask cache exact): a stack that agrees with a walked one there adds nothing.
-            if any(_top_frames(path, r) == top for r, top in walked):
+            if any(top_frames(path, r) == top for r, top in walked):
                 continue
             todo = np.flatnonzero(~ok)  # tokens another stack accepted need no walk on this one
             if todo.shape[0] == 0:
@@ -352,7 +396,7 @@ class GrammarMatcher:
             r = walk_tokens(comp.kernel, comp.trie, cand, s, path, False, got, ws) if cand.shape[0] else 0
             r = max(r, framed)
             read = max(read, r)  # type: ignore[type-var]
-            walked.append((r, _top_frames(path, r)))
+            walked.append((r, top_frames(path, r)))
             ok[todo[got == TOKEN_ACCEPTED]] = True
             if (got == TOKEN_OVERFLOW).any():
                 fallback = True

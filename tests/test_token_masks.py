@@ -535,20 +535,24 @@ def test_xgrammar_allows_encoded_surrogates(engines, grammar_of) -> None:
 
 
 def test_one_call_survivors_equal_the_python_path(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``GrammarMatcher._survivors`` decides a top over one linear stack in one kernel call
-    (:func:`pda.token_walk.survivors_on_path`); its Python path is the reference.  Both run on fresh
-    grammars (no cached mask hides a difference) over the bundled JSON, C-like and SQL samples and a
-    schema whose long strings are split into blocks (plain runs over the stack), and give the same
-    mask at every step; the kernel is checked to have run."""
+    """The three ways ``GrammarMatcher`` decides a top over one linear stack give the same mask at
+    every step: split tops (:mod:`pda.split_tops`: a walk over the top frames, the deep tokens on
+    the real stack, keys of the deep outcome), one kernel call keyed by every frame read
+    (:func:`pda.token_walk.survivors_on_path`), and ``_survivors``' Python path (the reference).
+    All run on fresh grammars (no cached mask hides a difference) over the bundled JSON, C-like and
+    SQL samples and a schema whose long strings are split into blocks (plain runs over the stack);
+    the split and one-call paths are checked to have run, deep tokens included."""
     import pda.matcher
+    import pda.split_tops
     import pda.token_walk
 
     info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
     long_strings = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 3000},
                                                      "b": {"type": "array", "items": {"type": "string"}}}}
+    nested = json.dumps({"a": [[{"b": [{"c": [[[{"d": [1, True, "x"]}]]]}]}]], "e": {"f": {"g": []}}})
     cases: list[tuple[Any, list[str]]] = [
         (lambda c, n=n: c.compile_grammar(grammars.path(n).read_text(encoding="utf-8")),
-         [p.read_text(encoding="utf-8") for p in grammars.samples(n)[0]][:3])
+         [p.read_text(encoding="utf-8") for p in grammars.samples(n)[0]][:3] + ([nested] if n == "json" else []))
         for n in ("json", "c_like", "sql_select")
     ]
     cases.append((lambda c: c.compile_json_schema(long_strings),
@@ -556,21 +560,27 @@ def test_one_call_survivors_equal_the_python_path(deepseek_tokenizer: Any, monke
     calls = []
     real = pda.token_walk.survivors_on_path
     monkeypatch.setattr(pda.matcher, "survivors_on_path", lambda *a: calls.append(1) or real(*a))
+    deep = []
+    monkeypatch.setattr(pda.split_tops, "survivors_on_path", lambda *a: deep.append(1) or real(*a))
+    modes = {"split": (True, True), "one call": (False, True), "python": (False, False)}
     for build, docs in cases:
-        masks: dict[bool, list[np.ndarray]] = {}
-        for one_call in (True, False):
+        masks: dict[str, list[np.ndarray]] = {}
+        for mode, (split, one_call) in modes.items():
+            monkeypatch.setattr(pda.matcher, "SPLIT_TOPS", split)
             monkeypatch.setattr(pda.matcher, "ONE_CALL_SURVIVORS", one_call)
             compiled = build(GrammarCompiler(info, cache=False))
-            got = masks[one_call] = []
+            got = masks[mode] = []
             for doc in docs:
                 m = GrammarMatcher(compiled)
                 for t in deepseek_tokenizer.encode(doc, add_special_tokens=False):
                     got.append(m.next_token_mask())
                     assert m.accept_token(t)
-        assert len(masks[True]) == len(masks[False])
-        for step, (a, b) in enumerate(zip(masks[True], masks[False])):
-            assert np.array_equal(a, b), f"step {step}"
+        for mode in ("split", "one call"):
+            assert len(masks[mode]) == len(masks["python"])
+            for step, (a, b) in enumerate(zip(masks[mode], masks["python"])):
+                assert np.array_equal(a, b), f"{mode}, step {step}"
     assert len(calls) > 50
+    assert len(deep) > 20
 
 
 def test_utf8_loop_memo_holds_what_utf8_loops_says(deepseek_tokenizer: Any) -> None:

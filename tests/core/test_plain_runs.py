@@ -193,5 +193,6 @@ def test_masks_equal_without_the_stack_shortcut(deepseek_tokenizer: Any, monkeyp
     with_runs = _masks(TokenizerInfo.from_vocab_bytes(tokens), schema, text)
     monkeypatch.setattr(matcher, "stack_run", lambda *args: (0, 0))
     monkeypatch.setattr(matcher, "ONE_CALL_SURVIVORS", False)  # the kernel's own stack run is not patched
+    monkeypatch.setattr(matcher, "SPLIT_TOPS", False)  # nor the split tops' deep walk's
     without = _masks(TokenizerInfo.from_vocab_bytes(tokens), schema, text)
     assert with_runs == without

@@ -53,7 +53,10 @@ if TYPE_CHECKING:
 __all__ = ["SplitTops", "Shallow", "SPLIT_DEPTH", "top_frames"]
 
 SPLIT_DEPTH = 2  # top frames a shallow walk reads (the built-in JSON grammar: 24 shallow misses at 2, 34 at 3)
-_MEMO_LIMIT = 1 << 15  # entries of each table before it starts afresh
+# Each of the two tables starts afresh once its entries hold about this many bytes (a shallow entry
+# holds up to a few thousand token ids; the built-in JSON grammar's 7 documents needed 34 entries).
+MEMO_MAX_BYTES = 8 << 20
+_MISSING = object()
 
 
 class Shallow(NamedTuple):
@@ -77,6 +80,7 @@ class SplitTops:
         weakref.finalize(self, forget_entry_points, id(self._escaping))
         self._shallow: dict[tuple[int, tuple[int, ...], bool], Shallow] = {}
         self._deep: dict[tuple[int, tuple[int, ...], bool, tuple[int, ...]], tuple[int, ...] | None] = {}
+        self._bytes = [0, 0]  # about what the entries of _shallow and _deep hold (a race may miscount a little)
         self.deep_depth: dict[int, int] = {}  # state -> the most frames a deep walk has read
         # the states whose tops are split: those a walk on a real stack read more than SPLIT_DEPTH
         # frames for (the matcher adds them); the others' keys hold every frame read, which costs less
@@ -101,9 +105,13 @@ class SplitTops:
         got = self._shallow.get((s, frames, deeper))
         if got is None:
             got = self._walk_shallow(s, unc, path, deeper)
-            if len(self._shallow) >= _MEMO_LIMIT:
-                self._shallow = {}
-            self._shallow[(s, frames, deeper)] = got
+            size = got.accepted.nbytes + got.deep.nbytes + 8 * len(frames) + 300
+            table = self._shallow
+            if self._bytes[0] + size > MEMO_MAX_BYTES:
+                self._shallow = table = {}
+                self._bytes[0] = 0
+            table[(s, frames, deeper)] = got
+            self._bytes[0] += size
         return got
 
     def _walk_shallow(self, s: int, unc: np.ndarray, path: np.ndarray, deeper: bool) -> Shallow:
@@ -125,8 +133,9 @@ class SplitTops:
             return ()
         depth = self.deep_depth.get(s, 0)
         key = (s, frames, deeper, top_frames(path, depth))
-        if key in self._deep:
-            return self._deep[key]
+        known = self._deep.get(key, _MISSING)
+        if known is not _MISSING:
+            return known  # type: ignore[return-value]
         classes = self._classes
         ok = np.zeros(shallow.deep.shape[0], dtype=np.bool_)
         ids, read, overflow = survivors_on_path(self._kernel, self._trie, shallow.deep, s, path,
@@ -136,9 +145,13 @@ class SplitTops:
         if read > depth:  # stored under the frames it read (keys made with fewer only miss from now on)
             self.deep_depth[s] = depth = max(read, self.deep_depth.get(s, 0))
             key = (s, frames, deeper, top_frames(path, depth))
-        if len(self._deep) >= _MEMO_LIMIT:
-            self._deep = {}
-        self._deep[key] = got
+        size = 8 * (len(got or ()) + len(key[1]) + len(key[3])) + 300
+        table = self._deep
+        if self._bytes[1] + size > MEMO_MAX_BYTES:
+            self._deep = table = {}
+            self._bytes[1] = 0
+        table[key] = got
+        self._bytes[1] += size
         return got
 
 

@@ -604,3 +604,32 @@ def test_utf8_loop_memo_holds_what_utf8_loops_says(deepseek_tokenizer: Any) -> N
     assert filled.shape[0] > 0 and (A.utf8_loop == 1).any()
     for s in filled.tolist():
         assert bool(A.utf8_loop[s]) == utf8_loops(A.trans, A.byte_class, s), s
+
+
+def test_split_tops_tables_stay_bounded_and_exact(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pda.split_tops`` keeps its shallow and deep entries within ``MEMO_MAX_BYTES`` each,
+    starting a table afresh when the next entry would pass it; with a bound of two entries the
+    masks along a deeply nested document still equal those of unsplit tops at every step."""
+    import pda.matcher
+    import pda.split_tops
+
+    info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
+    doc = json.dumps([{"a": [[{"b": [{"c": [[[{"d": [1, True, "x"]}]]]}]}]], "e": {"f": {"g": [[], {}]}}}] * 3)
+    ids = deepseek_tokenizer.encode(doc, add_special_tokens=False)
+    masks = {}
+    for split in (False, True):
+        monkeypatch.setattr(pda.matcher, "SPLIT_TOPS", split)
+        monkeypatch.setattr(pda.split_tops, "MEMO_MAX_BYTES", 1200)
+        compiled = GrammarCompiler(info, cache=False).compile_builtin_json()
+        m = GrammarMatcher(compiled)
+        got = masks[split] = []
+        peak = [0, 0]
+        for t in ids:
+            got.append(m.next_token_mask())
+            assert m.accept_token(t)
+            peak = [max(p, b) for p, b in zip(peak, compiled.split_tops._bytes)]
+        if split:
+            assert compiled.split_tops.states, "no state was split: the document reads no deep frame"
+            assert 0 < peak[0] <= 1200 and 0 < peak[1] <= 1200
+    for step, (a, b) in enumerate(zip(masks[True], masks[False])):
+        assert np.array_equal(a, b), step

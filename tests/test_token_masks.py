@@ -633,3 +633,32 @@ def test_split_tops_tables_stay_bounded_and_exact(deepseek_tokenizer: Any, monke
             assert 0 < peak[0] <= 1200 and 0 < peak[1] <= 1200
     for step, (a, b) in enumerate(zip(masks[True], masks[False])):
         assert np.array_equal(a, b), step
+
+
+def test_split_tops_shared_by_threads(deepseek_tokenizer: Any) -> None:
+    """Matchers of one compiled grammar on four threads share its split tops' tables (and its mask
+    cache): each thread's masks along deeply nested documents equal those of one matcher alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
+    docs = [json.dumps([{"a": [[{"b": [{"c": [[[{"d": [k, True, "x" * k]}]]]}]}]], "e": {"f": [[], {}]}}] * (k + 1))
+            for k in range(4)]
+    seqs = [deepseek_tokenizer.encode(d, add_special_tokens=False) for d in docs]
+
+    def masks(compiled: CompiledGrammar, seq: list[int]) -> list[np.ndarray]:
+        m = GrammarMatcher(compiled)
+        out = []
+        for t in seq:
+            out.append(m.next_token_mask())
+            assert m.accept_token(t)
+        return out
+
+    alone = [masks(GrammarCompiler(info, cache=False).compile_builtin_json(), seq) for seq in seqs]
+    shared = GrammarCompiler(info, cache=False).compile_builtin_json()
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda seq: masks(shared, seq), seqs * 2))
+    assert shared.split_tops.states
+    for k, got in enumerate(together):
+        assert len(got) == len(alone[k % 4])
+        for step, (a, b) in enumerate(zip(got, alone[k % 4])):
+            assert np.array_equal(a, b), (k, step)

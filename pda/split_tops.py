@@ -78,9 +78,11 @@ class SplitTops:
         A = self._kernel = classes.kernel
         self._escaping = A._replace(rule_escape=np.ones_like(A.rule_escape))  # every frame bottom escapes
         weakref.finalize(self, forget_entry_points, id(self._escaping))
-        self._shallow: dict[tuple[int, tuple[int, ...], bool], Shallow] = {}
-        self._deep: dict[tuple[int, tuple[int, ...], bool, tuple[int, ...]], tuple[int, ...] | None] = {}
-        self._bytes = [0, 0]  # about what the entries of _shallow and _deep hold (a race may miscount a little)
+        # the shallow parts by (state, top frames, deeper), and the deep ids by (state, top frames,
+        # deeper, the frames the deep walks read); with about the bytes each table's entries hold
+        # (a race may miscount a little)
+        self._tables: list[dict[tuple[object, ...], object]] = [{}, {}]
+        self._bytes = [0, 0]
         self.deep_depth: dict[int, int] = {}  # state -> the most frames a deep walk has read
         # the states whose tops are split: those a walk on a real stack read more than SPLIT_DEPTH
         # frames for (the matcher adds them); the others' keys hold every frame read, which costs less
@@ -102,17 +104,22 @@ class SplitTops:
     def shallow(self, s: int, unc: np.ndarray, path: np.ndarray, frames: tuple[int, ...], deeper: bool) -> Shallow:
         """The shallow part of top ``s`` (uncertain tokens ``unc``) over ``path`` (bottom first),
         whose :meth:`top` is ``frames, deeper``."""
-        got = self._shallow.get((s, frames, deeper))
+        got = self._tables[0].get((s, frames, deeper))
         if got is None:
             got = self._walk_shallow(s, unc, path, deeper)
-            size = got.accepted.nbytes + got.deep.nbytes + 8 * len(frames) + 300
-            table = self._shallow
-            if self._bytes[0] + size > MEMO_MAX_BYTES:
-                self._shallow = table = {}
-                self._bytes[0] = 0
-            table[(s, frames, deeper)] = got
-            self._bytes[0] += size
-        return got
+            self._store(0, (s, frames, deeper), got, got.accepted.nbytes + got.deep.nbytes + 8 * len(frames) + 300)
+        return got  # type: ignore[return-value]
+
+    def _store(self, which: int, key: tuple[object, ...], value: object, size: int) -> None:
+        """Put ``value`` in table ``which`` (0: shallow, 1: deep), which starts afresh first when
+        its entries would pass :data:`MEMO_MAX_BYTES` (a lookup reads the table once, so a reset by
+        another thread never breaks it)."""
+        table = self._tables[which]
+        if self._bytes[which] + size > MEMO_MAX_BYTES:
+            self._tables[which] = table = {}
+            self._bytes[which] = 0
+        table[key] = value
+        self._bytes[which] += size
 
     def _walk_shallow(self, s: int, unc: np.ndarray, path: np.ndarray, deeper: bool) -> Shallow:
         out = np.empty(unc.shape[0], dtype=np.int8)
@@ -133,7 +140,7 @@ class SplitTops:
             return ()
         depth = self.deep_depth.get(s, 0)
         key = (s, frames, deeper, top_frames(path, depth))
-        known = self._deep.get(key, _MISSING)
+        known = self._tables[1].get(key, _MISSING)
         if known is not _MISSING:
             return known  # type: ignore[return-value]
         classes = self._classes
@@ -145,13 +152,7 @@ class SplitTops:
         if read > depth:  # stored under the frames it read (keys made with fewer only miss from now on)
             self.deep_depth[s] = depth = max(read, self.deep_depth.get(s, 0))
             key = (s, frames, deeper, top_frames(path, depth))
-        size = 8 * (len(got or ()) + len(key[1]) + len(key[3])) + 300
-        table = self._deep
-        if self._bytes[1] + size > MEMO_MAX_BYTES:
-            self._deep = table = {}
-            self._bytes[1] = 0
-        table[key] = got
-        self._bytes[1] += size
+        self._store(1, key, got, 8 * (len(got or ()) + len(key[1]) + len(key[3])) + 300)
         return got
 
 

@@ -63,12 +63,13 @@ def set_bits(words, ids):
 
 
 @njit(cache=True, nogil=True)
-def token_bytesets(data, offsets):  # type: ignore[no-untyped-def]
-    """The set of byte values in each token ``data[offsets[i]:offsets[i+1]]``, as 4 uint64 words."""
+def token_bytesets(data, offsets, skip=0):  # type: ignore[no-untyped-def]
+    """The set of byte values in each token ``data[offsets[i]:offsets[i+1]]`` past its first
+    ``skip`` bytes, as 4 uint64 words."""
     n = offsets.shape[0] - 1
     out = np.zeros((n, 4), dtype=np.uint64)
     for i in range(n):
-        for k in range(offsets[i], offsets[i + 1]):
+        for k in range(offsets[i] + skip, offsets[i + 1]):
             b = data[k]
             out[i, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
     return out

@@ -13,11 +13,12 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 import numpy as np
+from numba import njit
 
 from pda.errors import TokenizerError
 from pda.kernels import token_bytesets
 
-__all__ = ["TokenTrie", "build_token_trie", "select_tokens"]
+__all__ = ["TokenTrie", "build_token_trie", "select_tokens", "starts_with"]
 
 
 class TokenTrie(NamedTuple):
@@ -27,7 +28,8 @@ class TokenTrie(NamedTuple):
     ``data[offsets[i]:offsets[i + 1]]``; ``lcp[i]`` is the length of the common prefix with token
     ``i - 1`` (0 for ``i == 0``); ``skip[i]`` is the first ``j > i`` whose bytes do not start with
     token ``i``'s bytes (``n`` when there is none); ``bytesets[i]`` is the set of byte values in
-    token ``i`` (bit ``b & 63`` of word ``b >> 6``); ``first_starts[b]`` is the first ``i`` whose
+    token ``i`` (bit ``b & 63`` of word ``b >> 6``) and ``tailsets[i]`` the same past its first byte
+    (`` foo``'s is that of ``foo``); ``first_starts[b]`` is the first ``i`` whose
     first byte is at least ``b`` (``n`` for ``b == 256``), so the tokens that start with byte ``b``
     are ``first_starts[b]:first_starts[b + 1]``; likewise the tokens that start with bytes ``b, c``
     are ``second_starts[b * 257 + c]:second_starts[b * 257 + c + 1]`` (``second_starts[b * 257 +
@@ -45,6 +47,7 @@ class TokenTrie(NamedTuple):
     lcp: np.ndarray  # int32[n]
     skip: np.ndarray  # int32[n]
     bytesets: np.ndarray  # uint64[n, 4]: the byte values in each token, as a 256-bit set
+    tailsets: np.ndarray  # uint64[n, 4]: the byte values in each token past its first byte
     whole_utf8: np.ndarray  # bool[n]: the token is valid UTF-8 that starts and ends at character boundaries
     first_starts: np.ndarray  # int32[257]: where the tokens of each first byte start
     second_starts: np.ndarray  # int32[256 * 257]: where the tokens of each first two bytes start
@@ -84,6 +87,7 @@ def build_token_trie(token_bytes: Sequence[bytes]) -> TokenTrie:
         lcp=lcp.astype(np.int32),
         skip=pos.astype(np.int32),
         bytesets=token_bytesets(data, offsets),
+        tailsets=token_bytesets(data, offsets, 1),
         whole_utf8=np.fromiter((_is_whole_utf8(data[offsets[i]:offsets[i + 1]].tobytes()) for i in range(n)),
                                dtype=np.bool_, count=n),
         first_starts=_first_starts(data, offsets),
@@ -144,7 +148,7 @@ def select_tokens(trie: TokenTrie, sel: np.ndarray) -> TokenTrie:
         lcp[1:] = np.minimum(lcp[1:], np.minimum(lengths[:-1], lengths[1:]))
     return TokenTrie(order=trie.order[sel], data=data, offsets=offsets.astype(np.int32), lcp=lcp.astype(np.int32),
                      skip=_skips(lcp, lengths).astype(np.int32), bytesets=trie.bytesets[sel],
-                     whole_utf8=trie.whole_utf8[sel], first_starts=_first_starts(data, offsets),
+                     tailsets=trie.tailsets[sel], whole_utf8=trie.whole_utf8[sel], first_starts=_first_starts(data, offsets),
                      second_starts=_second_starts(data, offsets))
 
 
@@ -153,4 +157,16 @@ def _is_whole_utf8(b: bytes) -> bool:
         b.decode("utf-8")
     except UnicodeDecodeError:
         return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def starts_with(data, offsets, i, pa, n):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+    """Sorted token ``i`` starts with the ``n`` bytes at ``data[pa:]``."""
+    a = offsets[i]
+    if offsets[i + 1] - a < n:
+        return False
+    for k in range(n):
+        if data[a + k] != data[pa + k]:
+            return False
     return True

@@ -17,10 +17,11 @@ from typing import Any, NamedTuple
 import numpy as np
 from numba import njit
 
-from .loop_bytes import loop_bytes, utf8_loops
+from .loop_bytes import loop_bytes, utf8_loops_memo
 from .plain_runs import mark_within, stack_run
 from .thread_sets import closure, free_nodes, single_step
 from .kernel_entry import run_direct
+from .token_trie import starts_with
 from .walk_workspace import Workspace
 
 __all__ = [
@@ -57,18 +58,6 @@ class KernelAutomaton(NamedTuple):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _starts_with(data, offsets, i, pa, n):
-    # token i starts with the n bytes at data[pa:]
-    a = offsets[i]
-    if offsets[i + 1] - a < n:
-        return False
-    for k in range(n):
-        if data[a + k] != data[pa + k]:
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _emit(out, found, n, j, code):
     # token j's code: into out[j]; or, listing (found non-empty), into out[n] with j in found[n]
     # when it is not rejected.  Returns how many are listed.
@@ -93,17 +82,6 @@ def _next_live(starts, base, x, trans, byte_class, st, cnt, d):
                     return x
         x += 1
     return 256
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _utf8_loops(memo, trans, byte_class, s):
-    # utf8_loops of state s, computed once per automaton: about 5 us for a string body's state,
-    # and a walk of tokens that go in and out of a string (closing quotes) met it once per token
-    v = memo[s]
-    if v < 0:
-        v = 1 if utf8_loops(trans, byte_class, s) else 0
-        memo[s] = v
-    return v == 1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -237,7 +215,11 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
     (``bytesets``) all loop on the start state is accepted without a walk (whole vocabulary), and
     so is a token whose remaining bytes loop on the state of some thread inside the frame at the
     depth the walk reached (that thread keeps its state and stack to the end, whatever the other
-    threads do; :mod:`pda.loop_bytes`).  Thread sets are built by :mod:`pda.thread_sets`.
+    threads do; :mod:`pda.loop_bytes`); the later tokens with that prefix are then decided by
+    their byte sets alone (``bytesets``, or ``tailsets`` -- the bytes past the first -- when only
+    the rest of the token loops: `` foo`` after a space, from an identifier's loop: on a C-like
+    grammar's expression starts, 42,697 walked tokens became 781).  Thread sets are built by
+    :mod:`pda.thread_sets`.
 
     Returns ``(read, n)``: how many frames of ``stack`` (from the top) some pop read -- a stack
     that agrees with this one on that many top frames gets the same answer for every token -- and
@@ -255,8 +237,8 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
         A.simple, A.is_end, A.state_rule, A.rule_escape, A.has_loop, A.utf8_loop
     ret_ptr, ret_state, call_ptr, call_rule, call_return, rule_start = A.ret_ptr, A.ret_state, A.call_ptr, \
         A.call_rule, A.call_return, A.rule_start
-    data, offsets, lcp, skip, bytesets, whole_utf8, first_starts, second_starts = T.data, T.offsets, T.lcp, T.skip, \
-        T.bytesets, T.whole_utf8, T.first_starts, T.second_starts
+    data, offsets, lcp, skip, bytesets, tailsets, whole_utf8, first_starts, second_starts = T.data, T.offsets, T.lcp, \
+        T.skip, T.bytesets, T.tailsets, T.whole_utf8, T.first_starts, T.second_starts
     n_stack = stack.shape[0]
     if n_stack > a_state.shape[0] // 2:
         return n_stack, _overflow_all(out, found, cand.shape[0])
@@ -299,7 +281,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
             if trans[start_state, byte_class[b]] == start_state:
                 loops[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
                 nloops += 1
-        utf8 = nloops > 0 and _utf8_loops(utf8_memo, trans, byte_class, start_state)
+        utf8 = nloops > 0 and utf8_loops_memo(utf8_memo, trans, byte_class, start_state)
     # the same for a looping thread of a set the current prefix reaches
     class_bytes = np.zeros((trans.shape[1], 4), dtype=np.uint64)  # filled on first use
     class_bytes_ready = False
@@ -308,6 +290,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
     kdepth = 0
     kres = TOKEN_ACCEPTED  # what the armed set decides
     utf8k = False
+    ktail = False  # armed on the bytes past the first (tailsets), not the whole token's
     lbytes = np.zeros(4, dtype=np.uint64)  # the loop bytes of the last looping state looked at
     lstate = -1
     lcount = 0
@@ -339,14 +322,14 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
                 pa = offsets[prev]
                 hi = j
                 step = 1
-                while hi < ncand and _starts_with(data, offsets, cand[hi], pa, dead_at):
+                while hi < ncand and starts_with(data, offsets, cand[hi], pa, dead_at):
                     nj = hi + 1
                     hi = nj + step
                     step *= 2
                 hi = min(hi, ncand)
                 while nj < hi:
                     mid = (nj + hi) >> 1
-                    if _starts_with(data, offsets, cand[mid], pa, dead_at):
+                    if starts_with(data, offsets, cand[mid], pa, dead_at):
                         nj = mid + 1
                     else:
                         hi = mid
@@ -374,9 +357,14 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
         if nloops > 0 and (bytesets[i, 0] & ~loops[0]) == 0 and (bytesets[i, 1] & ~loops[1]) == 0 \
                 and ((bytesets[i, 2] & ~loops[2]) == 0 and (bytesets[i, 3] & ~loops[3]) == 0 or utf8 and whole_utf8[i]):
             shortcut = TOKEN_ACCEPTED
-        elif nloopsk > 0 and common >= kdepth and valid >= kdepth \
+        elif nloopsk > 0 and common >= kdepth and valid >= kdepth and not ktail \
                 and (bytesets[i, 0] & ~loopsk[0]) == 0 and (bytesets[i, 1] & ~loopsk[1]) == 0 \
                 and ((bytesets[i, 2] & ~loopsk[2]) == 0 and (bytesets[i, 3] & ~loopsk[3]) == 0 or utf8k and whole_utf8[i]):
+            shortcut = kres
+        elif nloopsk > 0 and common >= kdepth and valid >= kdepth and ktail and ln > kdepth \
+                and (tailsets[i, 0] & ~loopsk[0]) == 0 and (tailsets[i, 1] & ~loopsk[1]) == 0 \
+                and ((tailsets[i, 2] & ~loopsk[2]) == 0 and (tailsets[i, 3] & ~loopsk[3]) == 0
+                     or utf8k and whole_utf8[i] and (data[a + kdepth] < 0x80 or data[a + kdepth] >= 0xC0)):
             shortcut = kres
         if shortcut >= 0:
             nfound = _emit(out, found, nfound, j, shortcut)
@@ -432,13 +420,14 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
                         class_bytes_ready = True
                     lstate = ls
                     lcount = loop_bytes(trans, class_bytes, lstate, lbytes)
-                    lutf8 = lcount > 0 and _utf8_loops(utf8_memo, trans, byte_class, lstate)
+                    lutf8 = lcount > 0 and utf8_loops_memo(utf8_memo, trans, byte_class, lstate)
                 if lcount > 0 and (bytesets[i, 0] & ~lbytes[0]) == 0 and (bytesets[i, 1] & ~lbytes[1]) == 0 \
                         and ((bytesets[i, 2] & ~lbytes[2]) == 0 and (bytesets[i, 3] & ~lbytes[3]) == 0
                              or lutf8 and whole_utf8[i]):
                     for k in range(4):
                         loopsk[k] = lbytes[k]
                     utf8k = lutf8
+                    ktail = False
                     nloopsk = 1
                     kdepth = d
                     kres = lres
@@ -457,6 +446,17 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
                     if p == ln:
                         valid = d
                         result = lres
+                        if d > 0 and (tailsets[i, 0] & ~lbytes[0]) == 0 and (tailsets[i, 1] & ~lbytes[1]) == 0 \
+                                and ((tailsets[i, 2] & ~lbytes[2]) == 0 and (tailsets[i, 3] & ~lbytes[3]) == 0 or utf):
+                            # so do the later tokens with this prefix whose bytes past the first loop
+                            # there (`` foo`` from an identifier's loop after a space): armed on those
+                            for k in range(4):
+                                loopsk[k] = lbytes[k]
+                            utf8k = lutf8
+                            ktail = True
+                            nloopsk = 1
+                            kdepth = d
+                            kres = lres
                         break
                     lfail_tok = j  # no such shortcut on this state before byte p of this token
                     lfail_state = ls

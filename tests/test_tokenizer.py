@@ -221,6 +221,8 @@ def brute_force_trie(token_bytes: list[bytes]) -> TokenTrie:
     offsets = np.cumsum([0] + [len(t) for t in toks])
     sets = np.array([[sum(1 << (b & 63) for b in set(t) if b >> 6 == w) for w in range(4)] for t in toks],
                     dtype=np.uint64).reshape(n, 4)
+    tails = np.array([[sum(1 << (b & 63) for b in set(t[1:]) if b >> 6 == w) for w in range(4)] for t in toks],
+                     dtype=np.uint64).reshape(n, 4)
     whole = np.array([_decodes(t) for t in toks], dtype=np.bool_)
     firsts = [t[0] for t in toks]
     starts = np.array([next((i for i, f in enumerate(firsts) if f >= b), n) for b in range(257)])
@@ -228,13 +230,13 @@ def brute_force_trie(token_bytes: list[bytes]) -> TokenTrie:
     seconds = np.array([next((i for i in range(starts[b], n) if toks[i][0] > b or len(toks[i]) > 1 and toks[i][1] >= c), n)
                         for b in range(256) for c in range(257)])
     return TokenTrie(np.array(ids), np.frombuffer(b"".join(toks), np.uint8), offsets, np.array(lcp), np.array(skip),
-                     sets, whole, starts, seconds)
+                     sets, tails, whole, starts, seconds)
 
 
 def check_trie(trie: TokenTrie, want: TokenTrie) -> None:
     """Equal arrays, with the promised dtypes."""
-    for field, dtype in zip(TokenTrie._fields, [np.int32, np.uint8, np.int32, np.int32, np.int32, np.uint64, np.bool_, np.int32,
-                                                  np.int32]):
+    for field, dtype in zip(TokenTrie._fields, [np.int32, np.uint8, np.int32, np.int32, np.int32, np.uint64, np.uint64, np.bool_,
+                                                  np.int32, np.int32]):
         got = getattr(trie, field)
         assert got.dtype == dtype, field
         assert np.array_equal(got, getattr(want, field)), field

@@ -82,41 +82,43 @@ class BatchGrammarMatcher:
         words = matchers[0]._compiled.words
         host, device = _target(bitmask, words, rows)
         out: Any = host if host is not None else bitmask
-        finished = [m._finished() for m in matchers]
-        zero_rows = [rows[k] for k in range(len(matchers)) if finished[k]]
+        states = [m._batch_state() for m in matchers]  # (finished, lookup key, set stops) each
+        zero_rows = [rows[k] for k, st in enumerate(states) if st[0]]
         if zero_rows:
             out[_index(zero_rows, out)] = 0
         by_grammar: dict[int, list[int]] = {}
         for k, m in enumerate(matchers):
-            if not finished[k]:
+            if not states[k][0]:
                 by_grammar.setdefault(id(m._compiled), []).append(k)
+        keys = [st[1] for st in states]
         if host is not None:
-            self._fill_host(matchers, by_grammar, host, rows, debug_print)
+            self._fill_host(matchers, by_grammar, keys, host, rows, debug_print)
         else:
             with ExitStack() as pins:
-                plans = [_GrammarRows(matchers, live, str(device), pins) for live in by_grammar.values()]
+                plans = [_GrammarRows(matchers, live, keys, str(device), pins) for live in by_grammar.values()]
                 groups = [(plan, g) for plan in plans for g in plan.pending.values()]
                 computed = self._compute(matchers, [g for _, g in groups], debug_print)
                 for (plan, _), entry in zip(groups, computed):
                     plan.computed.append(entry)
                 for plan in plans:
                     plan.write(bitmask, rows)
-        self._set_stops(matchers, finished, out, rows)
+        self._set_stops(matchers, [k for k, st in enumerate(states) if st[2]], out, rows)
 
-    def _fill_host(self, matchers: Sequence[GrammarMatcher], by_grammar: dict[int, list[int]], host: np.ndarray,
-                   rows: list[int], debug_print: bool) -> None:
+    def _fill_host(self, matchers: Sequence[GrammarMatcher], by_grammar: dict[int, list[int]], keys: list[Any],
+                   host: np.ndarray, rows: list[int], debug_print: bool) -> None:
         """A CPU bitmask: each grammar's hits are copied from its CPU pool under one lock hold (no
         pins needed); the misses are computed, written and put into the cache (unpinned)."""
         pending: dict[tuple[int, Any], list[int]] = {}  # (grammar id, lookup key) -> batch positions
         for gid, live in by_grammar.items():
-            keys = [matchers[k]._lookup_key(matchers[k]._cfg) for k in live]
-            cached = [(k, key) for k, key in zip(live, keys) if key is not None]
+            cached = [k for k in live if keys[k] is not None]
             cache = matchers[live[0]]._compiled.mask_cache()
-            hits = cache.get_many_into([key for _, key in cached], host, [rows[k] for k, _ in cached])
-            done = {k for (k, _), hit in zip(cached, hits) if hit}
-            for k, key in zip(live, keys):
-                if k not in done:
-                    pending.setdefault((gid, key if key is not None else _Uncached(k)), []).append(k)
+            hits = cache.get_many_into([keys[k] for k in cached], host, [rows[k] for k in cached])
+            missed = [k for k, hit in zip(cached, hits) if not hit]
+            if len(cached) < len(live):
+                missed += [k for k in live if keys[k] is None]
+            for k in missed:
+                key = keys[k]
+                pending.setdefault((gid, key if key is not None else _Uncached(k)), []).append(k)
         groups = list(pending.values())
         for group in self._compute(matchers, groups, debug_print) if groups else ():
             cache = matchers[group[0][0]]._compiled.mask_cache()
@@ -141,16 +143,16 @@ class BatchGrammarMatcher:
         return got
 
     @staticmethod
-    def _set_stops(matchers: Sequence[GrammarMatcher], finished: list[bool], out: Any, rows: list[int]) -> None:
-        """Set the stop tokens of the matchers whose text is complete (on a device, one scatter per
-        distinct set of stop tokens: usually one for the whole batch)."""
+    def _set_stops(matchers: Sequence[GrammarMatcher], complete: list[int], out: Any, rows: list[int]) -> None:
+        """Set the stop tokens of the matchers at positions ``complete`` (their text is a sentence;
+        on a device, one scatter per distinct set of stop tokens: usually one for the whole batch)."""
         by_stops: dict[bytes, list[int]] = {}  # the stop words' bytes -> batch positions
-        for k, m in enumerate(matchers):
-            if not finished[k] and m._cfg.accepting and m._stops.shape[0]:
-                if isinstance(out, np.ndarray):
-                    set_bits(out[rows[k]], m._stops)
-                else:
-                    by_stops.setdefault(m._stops.tobytes(), []).append(k)
+        for k in complete:
+            m = matchers[k]
+            if isinstance(out, np.ndarray):
+                set_bits(out[rows[k]], m._stops)
+            else:
+                by_stops.setdefault(m._stops.tobytes(), []).append(k)
         if not by_stops:
             return
         torch = _torch()
@@ -193,17 +195,18 @@ class BatchGrammarMatcher:
 class _GrammarRows:
     """The rows of one compiled grammar's live matchers in a batch fill.
 
-    Made: their lookup keys, and the hits' slots in the grammar's mask cache on ``device`` (pinned
+    Made, from the batch's lookup keys: the hits' slots in the grammar's mask cache on ``device`` (pinned
     until ``pins`` closes); ``pending`` groups the misses by key (each computed once, by the
     caller, into ``computed`` in the same order).  ``write`` stores the new rows under the exact
     keys the computations gave (one transfer to the device) and gathers every cached row into
     ``out`` with one index operation; rows without a key are copied one by one."""
 
-    def __init__(self, matchers: Sequence[GrammarMatcher], live: list[int], device: str, pins: ExitStack) -> None:
+    def __init__(self, matchers: Sequence[GrammarMatcher], live: list[int], lookup_keys: list[Any], device: str,
+                 pins: ExitStack) -> None:
         self.live = live
         self.cache = matchers[live[0]]._compiled.mask_cache(device)
         self.batch = pins.enter_context(self.cache.pinned())
-        keys = [matchers[k]._lookup_key(matchers[k]._cfg) for k in live]
+        keys = [lookup_keys[k] for k in live]
         cached = [(k, key) for k, key in zip(live, keys) if key is not None]
         self.slot: dict[int, int] = {}
         for (k, _), slot in zip(cached, self.batch.get_many([key for _, key in cached])):

@@ -201,14 +201,21 @@ class GrammarMatcher:
         self._fill_row(row)
         return row
 
-    def _finished(self) -> bool:
+    def _batch_state(self) -> tuple[bool, MaskKey | None, bool]:
+        """(finished, lookup key, whether to set the stop tokens) of the current configuration: what
+        a batch fill asks of each matcher, in one call (the key is None when finished or uncached)."""
         cfg, stopped = self._history[-1]
-        return stopped or (self._terminate_without_stop and cfg.accepting)
+        if stopped or (self._terminate_without_stop and cfg.accepting):
+            return True, None, False
+        key = self._keys.get(cfg, _NO_KEY)
+        if key is _NO_KEY:
+            key = self._current_key(cfg)
+        return False, key, cfg.accepting and self._stops.shape[0] > 0  # type: ignore[return-value]
 
     def _fill_row(self, row: np.ndarray) -> None:
         """The mask of the current configuration into ``row`` (reads the state only).  Runs once per
-        token: :meth:`_finished`, :meth:`_lookup_key` and setting the stop tokens (the batch's steps) are
-        written out here (calling them cost a few percent of the fill time in an interleaved A/B)."""
+        token: :meth:`_batch_state`, :meth:`_lookup_key` and setting the stop tokens (the batch's steps)
+        are written out here (calling them cost a few percent of the fill time in an interleaved A/B)."""
         cfg, stopped = self._history[-1]
         if stopped or (self._terminate_without_stop and cfg.accepting):
             row[:] = 0

@@ -405,8 +405,10 @@ def test_stop_tokens_scattered_on_a_device_equal_those_set_row_by_row(tok: Token
     words = tok.vocab_size + 31 >> 5
     by_rows = np.zeros((9, words), dtype=np.int32)
     scattered = torch.zeros((9, words), dtype=torch.int32)
-    BatchGrammarMatcher._set_stops(matchers, finished, by_rows, rows)
-    BatchGrammarMatcher._set_stops(matchers, finished, scattered, rows)
+    complete = [k for k, m in enumerate(matchers) if not finished[k] and m._batch_state()[2]]
+    assert complete == [0, 1, 2, 4, 6, 8]  # matchers 3 and 7 are not complete, 5 is finished
+    BatchGrammarMatcher._set_stops(matchers, complete, by_rows, rows)
+    BatchGrammarMatcher._set_stops(matchers, complete, scattered, rows)
     assert np.array_equal(scattered.numpy(), by_rows)
     assert not by_rows[5].any() and not by_rows[6].any()  # matchers 3 and 7 are not complete
     assert not by_rows[7].any()  # matcher 5 is finished

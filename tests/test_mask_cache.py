@@ -244,6 +244,33 @@ def test_get_many_into_copies_hits_and_counts(device):
         c.get_many_into(keys[:2], out, [0])
 
 
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_get_many_into_long_runs_equal_row_by_row_copies(contiguous):
+    """Runs of consecutive rows are copied in one operation (torch's for 32 rows or more, numpy's
+    below): the rows equal a row-by-row copy, with misses breaking runs, rows out of order, a
+    negative row and an ``out`` that is not C-contiguous (no run copy into it)."""
+    words = 40
+    c = MaskCache(words, initial_rows=8)
+    keys = [("k", i) for i in range(120)]
+    c.put_many(keys[:100], [row_of(k, words) for k in keys[:100]])
+    asked = keys[:40] + [keys[110]] + keys[40:75] + keys[75:90][::-1] + [keys[95], keys[115], keys[96]]
+    dst = list(range(0, 40)) + [40] + list(range(41, 76)) + list(range(76, 91)) + [-1, 91, 93]
+    rng = random.Random(0)
+    order = list(range(len(asked)))
+    rng.shuffle(order)
+    out = np.zeros((95, words), dtype=np.int32) if contiguous else np.zeros((words, 95), dtype=np.int32).T
+    hits = c.get_many_into(asked, out, dst)
+    assert hits == [k in keys[:100] for k in asked]
+    want = np.zeros((95, words), dtype=np.int32)
+    for k, r in zip(asked, dst):
+        if k in keys[:100]:
+            want[r] = row_of(k, words)
+    np.testing.assert_array_equal(out, want)
+    shuffled = np.zeros((95, words), dtype=np.int32)
+    c.get_many_into([asked[i] for i in order], shuffled, [dst[i] for i in order])
+    np.testing.assert_array_equal(shuffled, want)
+
+
 def test_gather_refuses_bad_arguments():
     c = small(rows=4)
     s = c.put("a", row_of("a", 8))

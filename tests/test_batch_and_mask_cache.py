@@ -505,3 +505,46 @@ def test_batch_matchers_with_one_lookup_key_but_other_stacks_get_their_own_masks
     got = target.cpu().numpy()
     for i in range(2):
         assert np.array_equal(got[i], want[i]), prefixes[i]
+
+
+def test_context_free_masks_equal_the_cached_masks(tok: TokenizerInfo, deepseek_tokenizer: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A configuration whose tops have no uncertain token gets its mask from the tops' classes
+    (GrammarMatcher._write_context_free), not from the mask cache: along the documents of a
+    schema, the JSON and SQL grammars, its masks equal those of the cache path (the check turned
+    off), with the accepted ids set each time or kept as a row (IDS_AS_ROW 10**9 and 0); the path
+    is taken, the cache holds fewer rows, and a batch fill of the same matchers (which gathers
+    every row from the cache) gives the same rows."""
+    hf = deepseek_tokenizer
+    built = {"n": 0}
+    write = GrammarMatcher._write_context_free
+
+    def counted(self: GrammarMatcher, cfg: Any, row: np.ndarray) -> None:
+        built["n"] += 1
+        write(self, cfg, row)
+
+    monkeypatch.setattr(GrammarMatcher, "_write_context_free", counted)
+    batch = BatchGrammarMatcher(1)
+    for name, build, docs in workloads(hf):
+        if name not in ("schema", "json", "sql"):
+            continue
+        with monkeypatch.context() as mp:
+            mp.setattr(GrammarMatcher, "_context_free", lambda self, cfg: False)
+            ref = build(GrammarCompiler(tok, cache=False))
+            want = [masks_along(ref, ids) for ids in docs[:2]]
+        for ids_as_row in (10**9, 0):
+            monkeypatch.setattr(pda.precompute, "IDS_AS_ROW", ids_as_row)
+            got = build(GrammarCompiler(tok, cache=False))
+            before = built["n"]
+            for ids, rows in zip(docs[:2], want):
+                assert all(np.array_equal(x, y) for x, y in zip(masks_along(got, ids), rows)), name
+            assert built["n"] > before, name
+            assert len(got.mask_cache()) < len(ref.mask_cache()), name
+            for ids, rows in zip(docs[:2], want):  # single fills first, then a batch fill, at each step
+                m = GrammarMatcher(got)
+                bitmask = torch.zeros((1, got.words), dtype=torch.int32)
+                for k, t in enumerate([*ids, None]):
+                    assert np.array_equal(m.next_token_mask(), rows[k]), f"{name}: step {k}"
+                    batch.batch_fill_next_token_bitmask([m], bitmask)
+                    assert np.array_equal(bitmask[0].numpy(), rows[k]), f"{name}: batch, step {k}"
+                    assert t is None or m.accept_token(t)

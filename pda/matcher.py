@@ -334,12 +334,13 @@ class GrammarMatcher:
         return row
 
     def _context_free(self, cfg: Config) -> bool:
-        """Whether every top of ``cfg`` is classified without uncertain tokens: its masks are then
-        built by :meth:`_write_context_free`, not read from the cache."""
-        by_state = self._compiled.classes.by_state
+        """Whether no top of ``cfg`` has uncertain tokens: its masks are then built by
+        :meth:`_write_context_free`, not read from the cache.  Classifies the tops met for the
+        first time: the cache cannot hold a row of a configuration with such a top (no row was
+        computed for it), so its fill needs their classes anyway."""
+        classes = self._compiled.classes
         for s, _ in cfg.tops:
-            c = by_state.get(s)
-            if c is None or c.uncertain.shape[0]:
+            if classes.get(s).uncertain.shape[0]:
                 return False
         return True
 

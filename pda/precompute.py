@@ -35,7 +35,10 @@ group's walk is three kernel calls (:mod:`pda.group_kernels`) when plain runs de
 it, else one walk that lists only the tokens it keeps (:func:`pda.token_walk.walk_listing`: after a
 value, a few hundred entries, not a code per token).  A group whose region has more states than
 the group's cap is walked from the state.  The classes are the same as without sharing, state by
-state (``tests/test_batch_and_mask_cache.py`` compares them).
+state (``tests/test_batch_and_mask_cache.py`` compares them).  A grammar uses the keys while they
+pay (:data:`GROUP_KEY_TRIAL`): JSON Schemas' lexical pieces recur across schemas, but a hand-written
+EBNF grammar's expression states rarely meet a region the cache has, and then one walk of the whole
+vocabulary costs less than the keys and six group walks.
 
 **Frame classes.**  Near the end of a block of a long counted repeat nearly every token leaves the
 block's frame, so nearly the whole vocabulary is uncertain, and the matcher would walk it on the
@@ -99,6 +102,13 @@ __all__ = [
     "ESCAPE_RETURN_SITES", "LOOKAHEAD_GROUPS", "LOOKAHEAD_MIN_SHARE", "PLAIN_SPLIT_CHARS", "FRAME_BYTES", "FRAME_CAP",
 ]
 
+# The group keys of a grammar are used while they pay: after this many states classified through
+# them, only when at least half of those took a group from the tokenizer's cache.  On JSON Schemas
+# most do (strings, numbers and keys of one shape recur across schemas); on llama.cpp's C and SQL
+# grammars 1-6 of 19-40 did, and the keys and six group walks cost more than one walk of the whole
+# vocabulary: without them c.gbnf's fills took 41-43 ms in all instead of 46-52, its p99 2.2 ms
+# instead of 2.6-2.9.
+GROUP_KEY_TRIAL = 2
 # StateClasses.write_into sets at most this many accepted ids into a row; more are set once into a
 # row the classes keep, and copied (a copy of 16 KB took 0.6 us, setting 256 ids 2.6, 1024 ids 4).
 IDS_AS_ROW = 256
@@ -243,6 +253,7 @@ class TokenClasses:
         self._groups = token_groups(tok, LOOKAHEAD_GROUPS or ())
         self._whole = token_groups(tok, ())[0]
         self._keyed = LOOKAHEAD_GROUPS is not None
+        self._keyed_tries = self._keyed_shared = 0  # states classified through the group keys, and shared
         self._cap = max((g.spec.cap for g in self._groups), default=0)
         self._all_runs = byte_runs(aut.byte_class, ALL_BYTES)
         self._minlen = rule_min_lengths(self.kernel) if self._keyed else np.zeros(0, np.int32)
@@ -424,13 +435,15 @@ class TokenClasses:
     def _classify(self, s: int, ws: Workspace) -> tuple[StateClasses, bool]:
         """Walk the vocabulary from a bare frame holding only ``s``.  A state whose first bytes
         start at least :data:`LOOKAHEAD_MIN_SHARE` of the tokens is classified one token group at a
-        time, and a group whose bounded region has a key takes its classes from the tokenizer's cache.
-        Returns the classes and whether some group came from the cache."""
+        time, and a group whose bounded region has a key takes its classes from the tokenizer's cache
+        -- while that pays (:data:`GROUP_KEY_TRIAL`).  Returns the classes and whether some group
+        came from the cache."""
         if self._keyed and self.plain_runs[s] >= PLAIN_SPLIT_CHARS:
             return self._walk_beyond_plain(s, ws), False
         A, sc = self.kernel, self._scratch()
         weight = -1
-        if self._keyed:
+        tries = self._keyed_tries
+        if self._keyed and (tries < GROUP_KEY_TRIAL or 2 * self._keyed_shared >= tries):
             weight = first_byte_weight(self._class_bits, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start,
                                        A.state_rule, A.ret_ptr, A.ret_state, A.rule_escape, self._class_weight, s,
                                        self._cap, sc.ids, sc.order, sc.depth)
@@ -450,6 +463,8 @@ class TokenClasses:
             before = cache.misses
             parts.append(StateClasses(*cache.get(key, lambda: _fields(self._walk(g, s, ws)), _fields_nbytes)))
             shared |= cache.misses == before
+        self._keyed_tries += 1  # a race may lose a count: the choice only comes a little later
+        self._keyed_shared += shared
         return _union(parts, self.words), shared
 
     def _compute(self, chunk: list[int], ws: Workspace, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]

@@ -132,6 +132,7 @@ def test_grouped_classes_equal_per_state_classes(tok: TokenizerInfo, deepseek_to
     instead (only the tokens beyond it walked, pda.token_groups.plain_split)."""
     hf = deepseek_tokenizer
     monkeypatch.setattr(pda.precompute, "LOOKAHEAD_MIN_SHARE", 0.0)
+    monkeypatch.setattr(pda.precompute, "GROUP_KEY_TRIAL", 10**9)  # the keys even when they do not pay
     monkeypatch.setattr(pda.precompute, "PLAIN_SPLIT_CHARS", plain_split or 10**6)
     c_like = grammars.path("c_like")
     cases = [
@@ -548,3 +549,30 @@ def test_context_free_masks_equal_the_cached_masks(tok: TokenizerInfo, deepseek_
                     batch.batch_fill_next_token_bitmask([m], bitmask)
                     assert np.array_equal(bitmask[0].numpy(), rows[k]), f"{name}: batch, step {k}"
                     assert t is None or m.accept_token(t)
+
+
+def test_group_keys_are_used_while_they_pay(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grammar classifies its states through the group keys only while at least half of them take
+    a group from the tokenizer's cache (GROUP_KEY_TRIAL): with a fresh tokenizer, the SQL grammar's
+    keys stop after the trial; compiled again for a tokenizer that has every state's groups, they
+    keep paying, and are used for every state.  The classes are the same either way."""
+    monkeypatch.setattr(pda.precompute, "LOOKAHEAD_MIN_SHARE", 0.0)  # every state is a candidate
+    monkeypatch.setattr(pda.precompute, "PLAIN_SPLIT_CHARS", 10**6)
+    sql = grammars.path("sql_select").read_text(encoding="utf-8")
+    tok = TokenizerInfo.from_huggingface(deepseek_tokenizer)
+    with monkeypatch.context() as mp:
+        mp.setattr(pda.precompute, "GROUP_KEY_TRIAL", 10**9)
+        ref = GrammarCompiler(tok, cache=False, precompute="lazy").compile_grammar(sql).classes
+        ref.compute_all(threads=1)
+    fresh = GrammarCompiler(TokenizerInfo.from_huggingface(deepseek_tokenizer), cache=False,
+                            precompute="lazy").compile_grammar(sql).classes
+    fresh.compute_all(threads=1)
+    assert fresh._keyed_tries < len(fresh.by_state) // 2 and 2 * fresh._keyed_shared < fresh._keyed_tries
+    warm = GrammarCompiler(tok, cache=False, precompute="lazy").compile_grammar(sql).classes
+    warm.compute_all(threads=1)
+    assert warm._keyed_tries == ref._keyed_tries and 2 * warm._keyed_shared >= warm._keyed_tries
+    for classes in (fresh, warm):
+        for s, c in classes.by_state.items():
+            r = ref.by_state[s]
+            assert np.array_equal(c.uncertain, r.uncertain), s
+            assert np.array_equal(c.accepted_mask(tok.trie.order, ref.words), r.accepted_mask(tok.trie.order, ref.words)), s

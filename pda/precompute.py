@@ -99,7 +99,8 @@ from .tokenizer import TokenizerInfo
 
 __all__ = [
     "StateClasses", "TokenClasses", "precompute_classes", "prepare_tokenizer", "return_sites", "kernel_automaton", "max_token_length",
-    "ESCAPE_RETURN_SITES", "LOOKAHEAD_GROUPS", "LOOKAHEAD_MIN_SHARE", "PLAIN_SPLIT_CHARS", "FRAME_BYTES", "FRAME_CAP",
+    "ESCAPE_RETURN_SITES", "LOOKAHEAD_GROUPS", "LOOKAHEAD_MIN_SHARE", "GROUP_KEY_TRIAL", "PLAIN_SPLIT_CHARS", "FRAME_BYTES",
+    "FRAME_CAP", "IDS_AS_ROW",
 ]
 
 # The group keys of a grammar are used while they pay: after this many states classified through

@@ -635,6 +635,44 @@ def test_split_tops_tables_stay_bounded_and_exact(deepseek_tokenizer: Any, monke
         assert np.array_equal(a, b), step
 
 
+def test_deep_parts_are_found_under_the_frames_their_walk_read(deepseek_tokenizer: Any,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split top's deep ids are stored under the frames their own walk read and found under each
+    frame count a walk of that (state, top frames) has read: a stack that agrees with a walked one
+    on those frames but not below gets its ids with no walk, and they equal a fresh walk's on it."""
+    import pda.split_tops
+
+    info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
+    doc = json.dumps([{"a": [[{"b": [{"c": [[[{"d": [1, True, "x"]}]]]}]}]], "e": {"f": {"g": [[], {}]}}}] * 2)
+    walks: list[tuple[int, np.ndarray, np.ndarray, int]] = []
+    real = pda.split_tops.survivors_on_path
+
+    def recorded(A: Any, T: Any, unc: np.ndarray, s: int, path: np.ndarray, *rest: Any) -> Any:
+        got = real(A, T, unc, s, path, *rest)
+        walks.append((s, unc.copy(), path.copy(), got[1]))
+        return got
+
+    monkeypatch.setattr(pda.split_tops, "survivors_on_path", recorded)
+    compiled = GrammarCompiler(info, cache=False).compile_builtin_json()
+    m = GrammarMatcher(compiled)
+    for t in deepseek_tokenizer.encode(doc, add_special_tokens=False):
+        m.next_token_mask()
+        assert m.accept_token(t)
+    split = compiled.split_tops
+    shallow_reads = [w for w in walks if pda.split_tops.SPLIT_DEPTH < w[3] < w[2].shape[0]]
+    assert shallow_reads, "no deep walk read fewer frames than its stack has"
+    fresh = GrammarCompiler(info, cache=False).compile_builtin_json().split_tops
+    for s, deep, path, read in shallow_reads[:8]:
+        other = path.copy()
+        other[: path.shape[0] - read] = path[-1]  # changed below the frames the walk read
+        frames, deeper = split.top(other)
+        shallow = pda.split_tops.Shallow(np.zeros(0, np.int32), deep)
+        before = len(walks)
+        got = split.deep_ids(s, shallow, other, frames, deeper)
+        assert len(walks) == before, "the stored ids were not found: the stack agrees on the frames read"
+        assert got == fresh.deep_ids(s, shallow, other, frames, deeper)
+
+
 def test_split_tops_shared_by_threads(deepseek_tokenizer: Any) -> None:
     """Matchers of one compiled grammar on four threads share its split tops' tables (and its mask
     cache): each thread's masks along deeply nested documents equal those of one matcher alone."""

@@ -21,6 +21,7 @@ from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .errors import SerializationError
 from .split_tops import SplitTops
+from .top_survivors import TopSurvivors
 from .precompute import STOP_WARMING, TokenClasses, max_token_length, precompute_classes, prepare_tokenizer
 from . import background, serialize
 from .stack import DEFAULT_MAX_STACK_DEPTH
@@ -58,6 +59,7 @@ class CompiledGrammar:
         self.max_token_length = max_token_length(self.trie)
         self.signature_depth: dict[int, int] = {}  # state -> deepest stack frame a mask check read
         self.split_tops = SplitTops(classes, self.trie, self.max_token_length)  # (pda.split_tops)
+        self.top_survivors = TopSurvivors()  # (pda.top_survivors)
         self.mask_cache_max_bytes = mask_cache_max_bytes
         self._mask_caches: dict[str, Any] = {}
         self._mask_lock = threading.Lock()
@@ -78,7 +80,9 @@ class CompiledGrammar:
 
     def mask_cache_stats(self) -> dict[str, Any]:
         """Hits, misses, entries and bytes of the mask caches (summed over devices), with the hit
-        rate, and how many states' token classes came from the tokenizer's shared cache."""
+        rate, how many states' token classes came from the tokenizer's shared cache, and how many
+        tops' uncertain tokens were decided by a walk kept from another configuration
+        (``top_survivor_hits``, :mod:`pda.top_survivors`)."""
         total: dict[str, Any] = {"hits": 0, "misses": 0, "evictions": 0, "entries": 0, "bytes": 0}
         for cache in list(self._mask_caches.values()):
             st = cache.stats()
@@ -88,6 +92,7 @@ class CompiledGrammar:
         total["hit_rate"] = total["hits"] / asked if asked else 0.0
         total["shared_class_hits"] = self.classes.shared_hits
         total["classified_states"] = len(self.classes.by_state)
+        total["top_survivor_hits"] = self.top_survivors.hits
         return total
 
     _disk_key: str | None = None  # the key of its disk cache entry, when it has one

@@ -14,7 +14,10 @@ the deepest frame a walk has ever read for that state (``CompiledGrammar.signatu
 walk is deterministic and reads only those frames, so any stack that agrees on them gets the same
 mask: a hit is exact.  A key is computed with the depths known when its row was computed, never
 shallower than what that row's walks read; keys from before a depth grew only miss.  Stop tokens
-are per matcher, so they are added after the cached row is copied.
+are per matcher, so they are added after the cached row is copied.  A row that misses is built top
+by top, and a top's surviving uncertain tokens are kept per (state, paths of the frames its walk
+read) (:mod:`pda.top_survivors`): a new combination of tops met before walks none of them again
+(interleaved A/B: ``c_like`` total fill time -12%, ``sql_select`` -3%).
 
 **Context-free configurations.**  When every top is classified and has no uncertain token, no stack
 changes the mask: it is the union of the tops' accepted tokens, and a single matcher's fill builds
@@ -361,7 +364,7 @@ class GrammarMatcher:
             if path is not None:
                 cacheable &= self._add_split(row, s, parents, c.uncertain, path)
             elif c.uncertain.shape[0]:
-                ids, read = self._survivors(s, parents, c.uncertain)
+                ids, read = self._top_survivors(s, parents, c.uncertain)
                 if ids.shape[0]:
                     set_bits(row, ids)
                 if read is None:
@@ -402,6 +405,19 @@ class GrammarMatcher:
         if ids:
             set_bits(row, np.array(ids, dtype=np.int32))
         return True
+
+    def _top_survivors(self, s: int, parents: frozenset[int], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
+        """:meth:`_survivors`, kept per (state, the paths of the frames read) in the grammar's
+        :class:`~pda.top_survivors.TopSurvivors`: a new combination of tops met before walks none."""
+        memo = self._compiled.top_survivors
+        got = memo.find(s, lambda depth: self._signature(parents, depth))
+        if got is not None:
+            return got
+        ids, read = self._survivors(s, parents, unc)
+        sig = self._signature(parents, read) if read is not None else None
+        if sig is not None:
+            memo.store(s, sig, read, ids)  # type: ignore[arg-type]
+        return ids, read
 
     def _survivors(self, s: int, parents: frozenset[int], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
         """The ids of the uncertain tokens ``unc`` (sorted-trie indices) that the real stack below

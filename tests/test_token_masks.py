@@ -534,6 +534,17 @@ def test_xgrammar_allows_encoded_surrogates(engines, grammar_of) -> None:
         b"\xed\xa0\x80".decode("utf-8")
 
 
+def masks_along_docs(compiled: CompiledGrammar, docs: list[str], hf: Any) -> list[np.ndarray]:
+    """The mask before every token of each document (a fresh matcher per document)."""
+    got = []
+    for doc in docs:
+        m = GrammarMatcher(compiled)
+        for t in hf.encode(doc, add_special_tokens=False):
+            got.append(m.next_token_mask())
+            assert m.accept_token(t)
+    return got
+
+
 def test_one_call_survivors_equal_the_python_path(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The three ways ``GrammarMatcher`` decides a top over one linear stack give the same mask at
     every step: split tops (:mod:`pda.split_tops`: a walk over the top frames, the deep tokens on
@@ -568,13 +579,7 @@ def test_one_call_survivors_equal_the_python_path(deepseek_tokenizer: Any, monke
         for mode, (split, one_call) in modes.items():
             monkeypatch.setattr(pda.matcher, "SPLIT_TOPS", split)
             monkeypatch.setattr(pda.matcher, "ONE_CALL_SURVIVORS", one_call)
-            compiled = build(GrammarCompiler(info, cache=False))
-            got = masks[mode] = []
-            for doc in docs:
-                m = GrammarMatcher(compiled)
-                for t in deepseek_tokenizer.encode(doc, add_special_tokens=False):
-                    got.append(m.next_token_mask())
-                    assert m.accept_token(t)
+            masks[mode] = masks_along_docs(build(GrammarCompiler(info, cache=False)), docs, deepseek_tokenizer)
         for mode in ("split", "one call"):
             assert len(masks[mode]) == len(masks["python"])
             for step, (a, b) in enumerate(zip(masks[mode], masks["python"])):
@@ -671,6 +676,32 @@ def test_deep_parts_are_found_under_the_frames_their_walk_read(deepseek_tokenize
         got = split.deep_ids(s, shallow, other, frames, deeper)
         assert len(walks) == before, "the stored ids were not found: the stack agrees on the frames read"
         assert got == fresh.deep_ids(s, shallow, other, frames, deeper)
+
+
+def test_top_survivors_are_reused_exactly(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A top's uncertain tokens decided on one stack are reused for a later configuration whose top
+    has the same state and the same paths of the frames that walk read (:mod:`pda.top_survivors`):
+    along the C-like, SQL and JSON samples every mask equals that of a grammar that walks each top
+    afresh, and some walks were reused."""
+    import pda.top_survivors
+
+    info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
+    cases = [(n, [p.read_text(encoding="utf-8") for p in grammars.samples(n)[0]][:3]) for n in ("c_like", "sql_select", "json")]
+    hits = 0
+    for name, docs in cases:
+        text = grammars.path(name).read_text(encoding="utf-8")
+        masks: dict[bool, list[np.ndarray]] = {}
+        for reuse in (True, False):
+            with monkeypatch.context() as mp:
+                if not reuse:
+                    mp.setattr(pda.top_survivors.TopSurvivors, "find", lambda self, s, signature: None)
+                compiled = GrammarCompiler(info, cache=False).compile_grammar(text)
+                masks[reuse] = masks_along_docs(compiled, docs, deepseek_tokenizer)
+                if reuse:
+                    hits += compiled.mask_cache_stats()["top_survivor_hits"]
+        for step, (a, b) in enumerate(zip(masks[True], masks[False])):
+            assert np.array_equal(a, b), f"{name}, step {step}"
+    assert hits > 10
 
 
 def test_split_tops_shared_by_threads(deepseek_tokenizer: Any) -> None:

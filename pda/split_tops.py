@@ -118,7 +118,9 @@ class SplitTops:
     def _store(self, which: int, key: tuple[object, ...], value: object, size: int) -> None:
         """Put ``value`` in table ``which`` (0: shallow, 1: deep), which starts afresh first when
         its entries would pass :data:`MEMO_MAX_BYTES` (a lookup reads the table once, so a reset by
-        another thread never breaks it)."""
+        another thread never breaks it); an entry larger than that is not kept."""
+        if size > MEMO_MAX_BYTES:
+            return
         table = self._tables[which]
         if self._bytes[which] + size > MEMO_MAX_BYTES:
             self._tables[which] = table = {}

@@ -15,7 +15,8 @@ all of their paths, so its union is the same.  Walks the byte walker had to fini
 no frame count) are not kept.
 
 Shared by the matchers of a compiled grammar and their threads: entries are stored whole (a race
-computes one twice), and the table starts afresh past :data:`MEMO_MAX_BYTES`.
+computes one twice), and the table starts afresh before it would pass :data:`MEMO_MAX_BYTES`
+(an entry larger than that is not kept).
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class TopSurvivors:
     def store(self, s: int, sig: Any, read: int, ids: np.ndarray) -> None:
         """Keep the ids a walk from ``s`` accepted on a stack whose top ``read`` frames' paths are ``sig``."""
         size = ids.nbytes + 16 * read * max(1, len(sig)) + 200
+        if size > MEMO_MAX_BYTES:  # larger than the whole table: not kept
+            return
         if self._bytes + size > MEMO_MAX_BYTES:
             self._table = {}
             self._reads = {}

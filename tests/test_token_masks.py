@@ -704,6 +704,34 @@ def test_top_survivors_are_reused_exactly(deepseek_tokenizer: Any, monkeypatch: 
     assert hits > 10
 
 
+def test_top_survivors_table_stays_bounded(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pda.top_survivors`` starts its table afresh when the next entry would pass
+    ``MEMO_MAX_BYTES``: with a bound of a few entries the table never holds more, and the masks
+    along the SQL samples still equal those of a grammar that keeps nothing."""
+    import pda.top_survivors
+
+    info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
+    text = grammars.path("sql_select").read_text(encoding="utf-8")
+    docs = [p.read_text(encoding="utf-8") for p in grammars.samples("sql_select")[0]][:3]
+    monkeypatch.setattr(pda.top_survivors, "MEMO_MAX_BYTES", 4000)
+    compiled = GrammarCompiler(info, cache=False).compile_grammar(text)
+    peak = 0
+    real_store = pda.top_survivors.TopSurvivors.store
+
+    def store(self: Any, *args: Any) -> None:
+        nonlocal peak
+        real_store(self, *args)
+        peak = max(peak, self._bytes)
+
+    monkeypatch.setattr(pda.top_survivors.TopSurvivors, "store", store)
+    bounded = masks_along_docs(compiled, docs, deepseek_tokenizer)
+    monkeypatch.setattr(pda.top_survivors.TopSurvivors, "find", lambda self, s, signature: None)
+    fresh = masks_along_docs(GrammarCompiler(info, cache=False).compile_grammar(text), docs, deepseek_tokenizer)
+    assert 0 < peak <= 4000
+    for step, (a, b) in enumerate(zip(bounded, fresh)):
+        assert np.array_equal(a, b), step
+
+
 def test_split_tops_shared_by_threads(deepseek_tokenizer: Any) -> None:
     """Matchers of one compiled grammar on four threads share its split tops' tables (and its mask
     cache): each thread's masks along deeply nested documents equal those of one matcher alone."""

@@ -103,6 +103,7 @@ class GrammarMatcher:
         self._token_bytes = tok.token_bytes
         self._vocab_size = tok.vocab_size
         self._keys: dict[Config, object] = {}  # mask keys (or _CONTEXT_FREE) of configurations met
+        self._last_key: tuple[Config, tuple[tuple[int, bool], ...], MaskKey | None] | None = None  # (see _key)
         self._lines: dict[int, np.ndarray] = {}  # arena node -> its linear stack (see _stack_paths)
         self._history: list[tuple[Config, bool]] = [(self._walker.initial(), False)]
 
@@ -281,7 +282,19 @@ class GrammarMatcher:
     def _key(self, cfg: Config, depths: dict[int, int]) -> MaskKey | None:
         """Each top's state with the signature of its top ``depths[state]`` frames (0 when absent);
         for a split top (:meth:`_split_path`), its state, top frames and the ids its deep tokens
-        accept on its stack (:mod:`pda.split_tops`; a new stack pattern walks those few here)."""
+        accept on its stack (:mod:`pda.split_tops`; a new stack pattern walks those few here).
+        Remembers the key with what it was made from (:meth:`_basis`), for :meth:`_compute_entry`."""
+        basis = self._basis(cfg, depths)  # first: a depth that grows meanwhile only deepens the key
+        self._last_key = (cfg, basis, self._key_parts(cfg, depths))
+        return self._last_key[2]
+
+    def _basis(self, cfg: Config, depths: dict[int, int]) -> tuple[tuple[int, bool], ...]:
+        """What a key of ``cfg`` depends on besides the configuration: each top's depth and whether
+        it is split (states only ever become split, and depths only grow)."""
+        split = self._compiled.split_tops.states
+        return tuple((depths.get(s, 0), s in split) for s, _ in cfg.tops)
+
+    def _key_parts(self, cfg: Config, depths: dict[int, int]) -> MaskKey | None:
         parts: list[Any] = []
         comp = self._compiled
         deep_states = comp.split_tops.states
@@ -375,7 +388,9 @@ class GrammarMatcher:
                         depth[s] = read  # a race may lose this update: then keys only miss more
                     if read > SPLIT_DEPTH:  # from now on keyed by its deep tokens' outcome
                         comp.split_tops.states.add(s)
-        key = self._key(cfg, depths) if cacheable else None
+        last = self._last_key  # the lookup key, when nothing it was made from has changed since
+        same = last is not None and last[0] is cfg and last[1] == self._basis(cfg, depths)
+        key = None if not cacheable else last[2] if same and last is not None else self._key(cfg, depths)
         self._remember(cfg, key)
         return row, key
 

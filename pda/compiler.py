@@ -21,7 +21,7 @@ from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .errors import SerializationError
 from .split_tops import SplitTops
-from .top_survivors import TopSurvivors
+from .walk_results import WalkResults
 from .precompute import STOP_WARMING, TokenClasses, max_token_length, precompute_classes, prepare_tokenizer
 from . import background, serialize
 from .stack import DEFAULT_MAX_STACK_DEPTH
@@ -59,7 +59,7 @@ class CompiledGrammar:
         self.max_token_length = max_token_length(self.trie)
         self.signature_depth: dict[int, int] = {}  # state -> deepest stack frame a mask check read
         self.split_tops = SplitTops(classes, self.trie, self.max_token_length)  # (pda.split_tops)
-        self.top_survivors = TopSurvivors()  # (pda.top_survivors)
+        self.top_survivors = WalkResults()  # a top's surviving ids by state and frames read (pda.walk_results)
         self.mask_cache_max_bytes = mask_cache_max_bytes
         self._mask_caches: dict[str, Any] = {}
         self._mask_lock = threading.Lock()
@@ -82,7 +82,7 @@ class CompiledGrammar:
         """Hits, misses, entries and bytes of the mask caches (summed over devices), with the hit
         rate, how many states' token classes came from the tokenizer's shared cache, and how many
         tops' uncertain tokens were decided by a walk kept from another configuration
-        (``top_survivor_hits``, :mod:`pda.top_survivors`)."""
+        (``top_survivor_hits``, :mod:`pda.walk_results`)."""
         total: dict[str, Any] = {"hits": 0, "misses": 0, "evictions": 0, "entries": 0, "bytes": 0}
         for cache in list(self._mask_caches.values()):
             st = cache.stats()

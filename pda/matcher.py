@@ -16,7 +16,7 @@ mask: a hit is exact.  A key is computed with the depths known when its row was 
 shallower than what that row's walks read; keys from before a depth grew only miss.  Stop tokens
 are per matcher, so they are added after the cached row is copied.  A row that misses is built top
 by top, and a top's surviving uncertain tokens are kept per (state, paths of the frames its walk
-read) (:mod:`pda.top_survivors`): a new combination of tops met before walks none of them again
+read) (:mod:`pda.walk_results`): a new combination of tops met before walks none of them again
 (interleaved A/B: ``c_like`` total fill time -12%, ``sql_select`` -3%).
 
 **Context-free configurations.**  When every top is classified and has no uncertain token, no stack
@@ -423,15 +423,15 @@ class GrammarMatcher:
 
     def _top_survivors(self, s: int, parents: frozenset[int], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
         """:meth:`_survivors`, kept per (state, the paths of the frames read) in the grammar's
-        :class:`~pda.top_survivors.TopSurvivors`: a new combination of tops met before walks none."""
+        :class:`~pda.walk_results.WalkResults`: a new combination of tops met before walks none."""
         memo = self._compiled.top_survivors
         got = memo.find(s, lambda depth: self._signature(parents, depth))
         if got is not None:
-            return got
+            return got  # type: ignore[return-value]
         ids, read = self._survivors(s, parents, unc)
         sig = self._signature(parents, read) if read is not None else None
         if sig is not None:
-            memo.store(s, sig, read, ids)  # type: ignore[arg-type]
+            memo.store(s, sig, read, ids, ids.nbytes + 16 * read * max(1, len(sig)) + 200)  # type: ignore[operator]
         return ids, read
 
     def _survivors(self, s: int, parents: frozenset[int], unc: np.ndarray) -> tuple[np.ndarray, int | None]:

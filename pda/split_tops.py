@@ -19,10 +19,8 @@ tokens than frame classes start at -- the matcher's *split* tops -- are decided 
   deeper than that) in :class:`SplitTops`, shared by the matchers of a compiled grammar.
 * **Deep**: the deep tokens (a few, often none) walked on the real stack
   (:func:`pda.token_walk.survivors_on_path`); their accepted ids are kept per (state, top frames,
-  the frames *that* walk read), and a new stack is looked up under each frame count a deep walk of
-  that state and top frames has read.  A walk that read 3 frames answers for every stack that
-  agrees on those 3, however deep other walks of the state read (keyed by the deepest read, as the
-  mask cache is, 43 of the built-in JSON grammar's 104 deep walks were repeats on 7 documents).
+  deeper) and the top frames *that* walk read, in a :class:`~pda.walk_results.WalkResults` (a new
+  stack is looked up under each frame count a deep walk of that head has read).
 
 The mask cache key of a split top is then its state, its top frames and its deep tokens' accepted
 ids: a key of the *result*, which every nesting pattern with the same outcome shares.  A new deep
@@ -47,6 +45,7 @@ import numpy as np
 
 from .kernel_entry import forget_entry_points
 from .token_walk import TOKEN_ACCEPTED, TOKEN_REJECTED, survivors_on_path, walk_tokens
+from .walk_results import WalkResults
 from .walk_workspace import thread_workspace
 
 if TYPE_CHECKING:
@@ -59,7 +58,6 @@ SPLIT_DEPTH = 2  # top frames a shallow walk reads (the built-in JSON grammar: 2
 # Each of the two tables starts afresh once its entries hold about this many bytes (a shallow entry
 # holds up to a few thousand token ids; the built-in JSON grammar's 7 documents needed 34 entries).
 MEMO_MAX_BYTES = 8 << 20
-_MISSING = object()
 
 
 class Shallow(NamedTuple):
@@ -81,14 +79,11 @@ class SplitTops:
         A = self._kernel = classes.kernel
         self._escaping = A._replace(rule_escape=np.ones_like(A.rule_escape))  # every frame bottom escapes
         weakref.finalize(self, forget_entry_points, id(self._escaping))
-        # the shallow parts by (state, top frames, deeper), and the deep ids by (state, top frames,
-        # deeper, the frames the deep walks read); with about the bytes each table's entries hold
-        # (a race may miscount a little)
-        self._tables: list[dict[tuple[object, ...], object]] = [{}, {}]
-        self._bytes = [0, 0]
-        # (state, top frames, deeper) -> the frame counts its deep walks have read, ascending: a deep
-        # part is stored under the frames its own walk read, and looked up under each of these
-        self._deep_reads: dict[tuple[int, tuple[int, ...], bool], tuple[int, ...]] = {}
+        # the shallow parts by (state, top frames, deeper), with about the bytes they hold (a race
+        # may miscount a little); the deep ids by that head and the top frames their walk read
+        self._shallow: dict[tuple[int, tuple[int, ...], bool], Shallow] = {}
+        self._shallow_bytes = 0
+        self._deep = WalkResults(MEMO_MAX_BYTES)
         # the states whose tops are split: those a walk on a real stack read more than SPLIT_DEPTH
         # frames for (the matcher adds them); the others' keys hold every frame read, which costs less
         self.states: set[int] = set()
@@ -109,26 +104,28 @@ class SplitTops:
     def shallow(self, s: int, unc: np.ndarray, path: np.ndarray, frames: tuple[int, ...], deeper: bool) -> Shallow:
         """The shallow part of top ``s`` (uncertain tokens ``unc``) over ``path`` (bottom first),
         whose :meth:`top` is ``frames, deeper``."""
-        got = self._tables[0].get((s, frames, deeper))
+        got = self._shallow.get((s, frames, deeper))
         if got is None:
             got = self._walk_shallow(s, unc, path, deeper)
-            self._store(0, (s, frames, deeper), got, got.accepted.nbytes + got.deep.nbytes + 8 * len(frames) + 300)
-        return got  # type: ignore[return-value]
+            self._store_shallow((s, frames, deeper), got, got.accepted.nbytes + got.deep.nbytes + 8 * len(frames) + 300)
+        return got
 
-    def _store(self, which: int, key: tuple[object, ...], value: object, size: int) -> None:
-        """Put ``value`` in table ``which`` (0: shallow, 1: deep), which starts afresh first when
-        its entries would pass :data:`MEMO_MAX_BYTES` (a lookup reads the table once, so a reset by
-        another thread never breaks it); an entry larger than that is not kept."""
+    @property
+    def table_bytes(self) -> tuple[int, int]:
+        """About how many bytes the shallow and the deep entries hold."""
+        return self._shallow_bytes, self._deep.nbytes
+
+    def _store_shallow(self, key: tuple[int, tuple[int, ...], bool], value: Shallow, size: int) -> None:
+        """Keep a shallow part; the table starts afresh first when its entries would pass
+        :data:`MEMO_MAX_BYTES` (a lookup reads the table once, so a reset by another thread never
+        breaks it), and an entry larger than that is not kept."""
         if size > MEMO_MAX_BYTES:
             return
-        table = self._tables[which]
-        if self._bytes[which] + size > MEMO_MAX_BYTES:
-            self._tables[which] = table = {}
-            self._bytes[which] = 0
-            if which == 1:
-                self._deep_reads = {}
-        table[key] = value
-        self._bytes[which] += size
+        if self._shallow_bytes + size > MEMO_MAX_BYTES:
+            self._shallow = {}
+            self._shallow_bytes = 0
+        self._shallow[key] = value
+        self._shallow_bytes += size
 
     def _walk_shallow(self, s: int, unc: np.ndarray, path: np.ndarray, deeper: bool) -> Shallow:
         out = np.empty(unc.shape[0], dtype=np.int8)
@@ -148,22 +145,17 @@ class SplitTops:
         if not shallow.deep.shape[0]:
             return ()
         head = (s, frames, deeper)
-        table = self._tables[1]
-        reads = self._deep_reads.get(head, ())
-        for read in reads:  # a walk's result holds on every stack that agrees on the frames it read
-            known = table.get((*head, top_frames(path, read)), _MISSING)
-            if known is not _MISSING:
-                return known  # type: ignore[return-value]
+        known = self._deep.find(head, lambda read: top_frames(path, read))
+        if known is not None:
+            return known[0]  # type: ignore[no-any-return]
         classes = self._classes
         ok = np.zeros(shallow.deep.shape[0], dtype=np.bool_)
         ids, read, overflow = survivors_on_path(self._kernel, self._trie, shallow.deep, s, path,
                                                 thread_workspace(self._max_len), classes.plain_runs,
                                                 classes.plain_to_end, classes.plain_chars(), ok)
         got = None if overflow else tuple(sorted(ids.tolist()))
-        if read not in reads:  # replaced whole: a reader on another thread sees the old or the new tuple
-            self._deep_reads[head] = tuple(sorted((*reads, read)))
-        key = (*head, top_frames(path, read))
-        self._store(1, key, got, 8 * (len(got or ()) + len(key[1]) + len(key[3])) + 300)
+        top = top_frames(path, read)
+        self._deep.store(head, top, read, got, 8 * (len(got or ()) + len(frames) + len(top)) + 300)
         return got
 
 

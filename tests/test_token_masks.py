@@ -632,7 +632,7 @@ def test_split_tops_tables_stay_bounded_and_exact(deepseek_tokenizer: Any, monke
         for t in ids:
             got.append(m.next_token_mask())
             assert m.accept_token(t)
-            peak = [max(p, b) for p, b in zip(peak, compiled.split_tops._bytes)]
+            peak = [max(p, b) for p, b in zip(peak, compiled.split_tops.table_bytes)]
         if split:
             assert compiled.split_tops.states, "no state was split: the document reads no deep frame"
             assert 0 < peak[0] <= 1200 and 0 < peak[1] <= 1200
@@ -680,10 +680,10 @@ def test_deep_parts_are_found_under_the_frames_their_walk_read(deepseek_tokenize
 
 def test_top_survivors_are_reused_exactly(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A top's uncertain tokens decided on one stack are reused for a later configuration whose top
-    has the same state and the same paths of the frames that walk read (:mod:`pda.top_survivors`):
+    has the same state and the same paths of the frames that walk read (:mod:`pda.walk_results`):
     along the C-like, SQL and JSON samples every mask equals that of a grammar that walks each top
     afresh, and some walks were reused."""
-    import pda.top_survivors
+    import pda.walk_results
 
     info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
     cases = [(n, [p.read_text(encoding="utf-8") for p in grammars.samples(n)[0]][:3]) for n in ("c_like", "sql_select", "json")]
@@ -694,7 +694,7 @@ def test_top_survivors_are_reused_exactly(deepseek_tokenizer: Any, monkeypatch: 
         for reuse in (True, False):
             with monkeypatch.context() as mp:
                 if not reuse:
-                    mp.setattr(pda.top_survivors.TopSurvivors, "find", lambda self, s, signature: None)
+                    mp.setattr(pda.walk_results.WalkResults, "find", lambda self, head, frames: None)
                 compiled = GrammarCompiler(info, cache=False).compile_grammar(text)
                 masks[reuse] = masks_along_docs(compiled, docs, deepseek_tokenizer)
                 if reuse:
@@ -705,27 +705,28 @@ def test_top_survivors_are_reused_exactly(deepseek_tokenizer: Any, monkeypatch: 
 
 
 def test_top_survivors_table_stays_bounded(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``pda.top_survivors`` starts its table afresh when the next entry would pass
-    ``MEMO_MAX_BYTES``: with a bound of a few entries the table never holds more, and the masks
-    along the SQL samples still equal those of a grammar that keeps nothing."""
-    import pda.top_survivors
+    """The grammar's top survivors (:mod:`pda.walk_results`) start their table afresh when the
+    next entry would pass the bound: with a bound of a few entries the table never holds more, and
+    the masks along the SQL samples still equal those of a grammar that keeps nothing."""
+    import pda.walk_results
 
     info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
     text = grammars.path("sql_select").read_text(encoding="utf-8")
     docs = [p.read_text(encoding="utf-8") for p in grammars.samples("sql_select")[0]][:3]
-    monkeypatch.setattr(pda.top_survivors, "MEMO_MAX_BYTES", 4000)
     compiled = GrammarCompiler(info, cache=False).compile_grammar(text)
+    compiled.top_survivors.max_bytes = 4000
     peak = 0
-    real_store = pda.top_survivors.TopSurvivors.store
+    real_store = pda.walk_results.WalkResults.store
 
     def store(self: Any, *args: Any) -> None:
         nonlocal peak
         real_store(self, *args)
-        peak = max(peak, self._bytes)
+        if self is compiled.top_survivors:
+            peak = max(peak, self.nbytes)
 
-    monkeypatch.setattr(pda.top_survivors.TopSurvivors, "store", store)
+    monkeypatch.setattr(pda.walk_results.WalkResults, "store", store)
     bounded = masks_along_docs(compiled, docs, deepseek_tokenizer)
-    monkeypatch.setattr(pda.top_survivors.TopSurvivors, "find", lambda self, s, signature: None)
+    monkeypatch.setattr(pda.walk_results.WalkResults, "find", lambda self, head, frames: None)
     fresh = masks_along_docs(GrammarCompiler(info, cache=False).compile_grammar(text), docs, deepseek_tokenizer)
     assert 0 < peak <= 4000
     for step, (a, b) in enumerate(zip(bounded, fresh)):

@@ -6,13 +6,14 @@ classes, :mod:`pda.precompute`) or decides uncertain tokens on a real stack (:mo
 stack included (the matcher's Python path for any stack is its reference).
 A plain-Python definition of the same result is :func:`pda.walk_reference.walk_tokens_reference`;
 the tests compare the two.  Kernels are ``@njit(cache=True, nogil=True)`` over flat arrays; the
-entry point takes NamedTuples, its helpers take arrays (a numba call with NamedTuple arguments
-costs about 100 ns).
+entry points take the automaton, trie and workspace NamedTuples, or the same by reference
+(:mod:`pda.kernel_refs`, as :func:`pda.kernel_entry.run_direct` calls them); its helpers take arrays (a
+numba call with NamedTuple arguments costs about 100 ns).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -21,6 +22,7 @@ from .loop_bytes import loop_bytes, utf8_loops_memo
 from .plain_runs import mark_within, stack_run
 from .thread_sets import closure, free_nodes, single_step
 from .kernel_entry import run_direct
+from .kernel_refs import KernelAutomaton
 from .token_trie import starts_with
 from .walk_workspace import Workspace
 
@@ -34,27 +36,6 @@ TOKEN_REJECTED = 0  # no path consumes the token
 TOKEN_ACCEPTED = 1  # a path consumes it inside the frame (or on the real stack, at run time)
 TOKEN_UNCERTAIN = 2  # only paths that leave the frame for some possible caller consume it
 TOKEN_OVERFLOW = 3  # the walk outgrew its buffers: decide another way
-
-
-class KernelAutomaton(NamedTuple):
-    """The automaton arrays :func:`walk_tokens` reads (built once per compiled grammar)."""
-
-    trans: np.ndarray  # int32[S, C]
-    byte_class: np.ndarray  # uint8[256]
-    is_end: np.ndarray  # bool[S]
-    call_ptr: np.ndarray  # int32[S+1]
-    call_rule: np.ndarray  # int32[E]
-    call_return: np.ndarray  # int32[E]
-    rule_start: np.ndarray  # int32[R]
-    state_rule: np.ndarray  # int32[S]
-    ret_ptr: np.ndarray  # int32[R+1]: return sites of each rule (CSR) ...
-    ret_state: np.ndarray  # ... the states a rule's callers continue at
-    simple: np.ndarray  # bool[S]: no calls and not an end
-    rule_escape: np.ndarray  # bool[R]: leaving this rule's bare frame makes a token uncertain (no expansion)
-    has_loop: np.ndarray  # bool[S]: some byte leads from the state back to itself
-    # int8[S]: whether every multi-byte character leads from the state back to it (utf8_loops),
-    # filled in by the walks on first use (-1: not yet; threads that race write the same value)
-    utf8_loop: np.ndarray
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -226,7 +207,7 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
     how many tokens were listed (``len(cand)`` when not listing).
     """
     # unpacked once: numba passes NamedTuples to helpers slowly
-    st, nd, cx, cnt, a_state, a_parent, n_nodes, a_top = ws.st, ws.nd, ws.cx, ws.cnt, ws.a_state, ws.a_parent, \
+    st, nd, cx, cnt, a_state, a_parent, n_nodes, a_top = ws.states, ws.nd, ws.cx, ws.cnt, ws.a_state, ws.a_parent, \
         ws.n_nodes, ws.a_top
     seeds_s, seeds_n, seeds_c, wl_s, wl_n, wl_c, esc, lazy = ws.seeds_s, ws.seeds_n, ws.seeds_c, ws.wl_s, ws.wl_n, \
         ws.wl_c, ws.esc, ws.lazy

@@ -24,7 +24,7 @@ class Workspace(NamedTuple):
     """Scratch arrays of one :func:`~pda.token_walk.walk_tokens` caller (one per thread; reused
     across calls)."""
 
-    st: np.ndarray  # int32[D, CAP]: thread states per depth
+    states: np.ndarray  # int32[D, CAP]: thread states per depth
     nd: np.ndarray  # int32[D, CAP]: thread stack nodes per depth
     cx: np.ndarray  # int8[D, CAP]: 1 for context threads (left the frame through a return site)
     cnt: np.ndarray  # int32[D]: threads per depth

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from pda import GrammarCompiler, GrammarMatcher, TokenizerInfo
-from pda import kernel_entry
+from pda import kernel_entry, kernel_refs
 from pda.grammar import Grammar
 
 GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
@@ -117,6 +117,8 @@ def test_dropped_grammars_are_freed() -> None:
     automaton = weakref.ref(compiled.grammar.automaton)
     kernel_id = id(compiled.kernel)
     assert any(k[1] == kernel_id for k in kernel_entry._entries)
+    assert kernel_id in kernel_refs._refs  # its arrays by reference, for the entry points
     del m, compiled
     assert automaton() is None
     assert not any(k[1] == kernel_id for k in kernel_entry._entries)
+    assert kernel_id not in kernel_refs._refs

@@ -65,7 +65,7 @@ def test_a_set_never_holds_a_thread_or_a_stack_twice() -> None:
             if m == 0:
                 break
             widest = max(widest, m)
-            threads = [(int(ws.st[d, k]), int(ws.nd[d, k]), int(ws.cx[d, k])) for k in range(m)]
+            threads = [(int(ws.states[d, k]), int(ws.nd[d, k]), int(ws.cx[d, k])) for k in range(m)]
             assert len(set(threads)) == m, f"state {s}, depth {d}: a thread twice"
             stacks = [(t, c, _stack(ws, nd)) for t, nd, c in threads]
             assert len(set(stacks)) == m, f"state {s}, depth {d}: equal stacks in two nodes"

@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from numba import njit
 
-from pda import GrammarCompiler, TokenizerInfo, kernel_entry, token_walk
+from pda import GrammarCompiler, TokenizerInfo, kernel_entry, kernel_refs, token_walk
 from pda.token_walk import walk_tokens
 from pda.walk_workspace import thread_workspace
 
@@ -27,6 +28,21 @@ class _Counting:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.dispatcher, name)
+
+
+@njit
+def _trans_at(ref: Any) -> int:
+    return ref.trans.ctypes.data  # type: ignore[no-any-return]
+
+
+@njit
+def _order_at(ref: Any) -> int:
+    return ref.order.ctypes.data  # type: ignore[no-any-return]
+
+
+@njit
+def _states_at(ref: Any) -> int:
+    return ref.states.ctypes.data  # type: ignore[no-any-return]
 
 
 def test_a_new_automaton_reuses_the_entry_of_its_kind(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,7 +65,12 @@ def test_a_new_automaton_reuses_the_entry_of_its_kind(monkeypatch: pytest.Monkey
             read = walk_tokens(kernel, trie, cand, s, stack, True, got, ws)
             assert read == kernel_of(kernel, trie, cand, s, stack, True, want, ws, token_walk._NO_FOUND)[0]
             assert got.tolist() == want.tolist()
-        assert ("walk", id(kernel), id(trie), id(ws)) in kernel_entry._entries
+        entry = kernel_entry._entries[("walk", id(kernel), id(trie), id(ws))]
+        refs = dict(entry[4])  # passed by reference: the same arrays, not copies
+        assert sorted(refs) == [0, 1, 7]
+        for pos, tup, address in ((0, kernel, _trans_at), (1, trie, _order_at), (7, ws, _states_at)):
+            assert refs[pos] is kernel_refs.reference(tup)
+            assert address(refs[pos]) == tup[0].ctypes.data
         if k:  # the first schema may have brought the first entry of these kinds
             assert len(kernel_entry._by_kinds) == kinds
             assert counting.calls == 0  # no walk went through the dispatcher

@@ -197,6 +197,38 @@ def test_frame_classes_give_the_masks_of_walks_on_the_stack(tok: TokenizerInfo, 
     assert fresh.class_cache.hits > fresh.class_cache.misses
 
 
+def test_frame_classes_of_most_of_the_vocabulary_equal_a_walk_of_theirs(tok: TokenizerInfo) -> None:
+    """Near the end of a long string's block every token that crosses it is uncertain: most of the
+    vocabulary, whose frame classes come from a walk of the whole vocabulary, picked out
+    (TokenClasses.frame_codes).  They equal the codes of a walk of those tokens alone."""
+    from pda.token_walk import TOKEN_OVERFLOW, TOKEN_UNCERTAIN, walk_tokens
+    from pda.walk_workspace import thread_workspace
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 2000}}, "required": ["a"]}
+    compiled = GrammarCompiler(tok, cache=False).compile_json_schema(schema)
+    classes, n = compiled.classes, compiled.trie.order.shape[0]
+    dense = 0
+    for k in range(64):
+        m = GrammarMatcher(compiled)
+        assert m.accept_string('{"a": "' + "x" * k)
+        for s, parents in m._cfg.tops:
+            unc = classes.get(s).uncertain
+            paths = m._stack_paths(parents)
+            if 4 * unc.shape[0] < 3 * n or not paths or not paths[0].shape[0]:
+                continue
+            ret = int(paths[0][-1])
+            got = classes.frame_codes(s, ret, unc)
+            assert got is not None
+            cand = unc[classes.short_tokens(s)]
+            want = np.empty(cand.shape[0], dtype=np.int8)
+            walk_tokens(classes.kernel, compiled.trie, cand, s, np.array([ret], dtype=np.int32), True, want,
+                        thread_workspace(compiled.max_token_length))
+            want[want == TOKEN_OVERFLOW] = TOKEN_UNCERTAIN
+            assert np.array_equal(got, want), f"after {k} characters, state {s}"
+            dense += 1
+    assert dense  # tops with most of the vocabulary uncertain were met
+
+
 def _reference_min_lengths(A: Any) -> list[int]:
     """The fewest bytes each rule derives, by iterating ``dist(q) = min(1 + dist(byte successor),
     minlen(callee) + dist(call return); 0 at an end)`` to its fixed point."""

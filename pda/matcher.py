@@ -471,9 +471,10 @@ class GrammarMatcher:
             todo = np.flatnonzero(~ok)  # tokens another stack accepted need no walk on this one
             if todo.shape[0] == 0:
                 break
-            framed = 0
+            todo, framed = comp.classes.within_most(s, path, unc, todo)  # long plain tokens: rejected
             if todo.shape[0] >= FRAME_MIN_UNCERTAIN and path.shape[0]:
-                todo, framed = self._by_frame_classes(s, int(path[-1]), unc, todo, ok)
+                todo, by_frame = self._by_frame_classes(s, int(path[-1]), unc, todo, ok)
+                framed = max(framed, by_frame)
             cand = unc if todo.shape[0] == unc.shape[0] else unc[todo]
             got = out[:cand.shape[0]]
             r = walk_tokens(comp.kernel, comp.trie, cand, s, path, False, got, ws) if cand.shape[0] else 0

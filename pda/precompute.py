@@ -91,7 +91,7 @@ from .token_walk import TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, walk_l
 from .walk_workspace import Workspace, listing_buffers, thread_workspace
 from .normalize import REPEAT_PREFIX
 from .plain_runs import (
-    consumes_more, plain_moves, plain_runs, plain_shapes, plain_to_end,
+    consumes_more, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
 )
 from .share import SHARED_PREFIX
 from .token_groups import ALL_BYTES, GROUPS, GroupSpec, PlainSplit, TokenGroup, plain_chars, plain_split, token_groups
@@ -369,6 +369,21 @@ class TokenClasses:
     def _plain_shapes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:func:`pda.plain_runs.plain_shapes` of the automaton's byte classes (for consumes_more)."""
         return plain_shapes(self._aut.byte_class)
+
+    def within_most(self, s: int, path: np.ndarray, unc: np.ndarray, todo: np.ndarray) -> tuple[np.ndarray, int]:
+        """The positions ``todo`` (into ``unc``) that top ``s`` over the linear stack ``path`` may
+        consume: a token of more plain characters than :func:`pda.plain_runs.stack_most` allows
+        is rejected without a walk.  Returns them and the frames that read (0: none dropped)."""
+        a = self._aut
+        most, read = stack_most(a.trans, a.call_ptr, *self._plain_shapes, a.is_end, s, path, self._most_chars + 1)
+        if most > self._most_chars:
+            return todo, 0
+        kept = todo[self.plain_chars()[unc[todo]] <= most]  # -1: not plain characters only
+        return (todo, 0) if kept.shape[0] == todo.shape[0] else (kept, int(read))
+
+    @cached_property
+    def _most_chars(self) -> int:
+        return int(self.plain_chars().max())
 
     def plain_chars(self) -> np.ndarray:
         """:func:`pda.plain_runs.plain_char_counts` of every token (sorted-trie order), per tokenizer."""

@@ -229,6 +229,38 @@ def test_frame_classes_of_most_of_the_vocabulary_equal_a_walk_of_theirs(tok: Tok
     assert dense  # tops with most of the vocabulary uncertain were met
 
 
+def test_plain_tokens_past_the_most_the_stack_takes_are_rejected_exactly(deepseek_tokenizer: Any,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token of more plain characters than a top may consume over its stack
+    (pda.plain_runs.stack_most, TokenClasses.within_most) is rejected without a walk: along counted
+    strings, long strings of blocks and their ends, every mask equals the one walked in full, with
+    no top walked on its own bypassing the bound (one-call survivors off), and tokens were dropped."""
+    hf = deepseek_tokenizer
+    long = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 2000}, "b": {"type": "string", "maxLength": 70}},
+            "required": ["a"]}
+    cases = [(CHAINS, [json.dumps(d) for d in CHAIN_DOCS]),
+             (long, [json.dumps({"a": "plain words and more words " * 60, "b": "x" * 70}), json.dumps({"a": "é" * 1999})])]
+    monkeypatch.setattr(pda.matcher, "ONE_CALL_SURVIVORS", False)
+    dropped = []
+    within_most = pda.precompute.TokenClasses.within_most
+
+    def counting(self: Any, s: int, path: Any, unc: Any, todo: Any) -> Any:
+        kept, read = within_most(self, s, path, unc, todo)
+        dropped.append(todo.shape[0] - kept.shape[0])
+        return kept, read
+
+    for schema, texts in cases:
+        for text in texts:
+            ids = hf.encode(text, add_special_tokens=False)
+            monkeypatch.setattr(pda.precompute.TokenClasses, "within_most", lambda self, s, path, unc, todo: (todo, 0))
+            want = masks_along(GrammarCompiler(TokenizerInfo.from_huggingface(hf), cache=False).compile_json_schema(schema), ids)
+            monkeypatch.setattr(pda.precompute.TokenClasses, "within_most", counting)
+            got = masks_along(GrammarCompiler(TokenizerInfo.from_huggingface(hf), cache=False).compile_json_schema(schema), ids)
+            for k, (x, y) in enumerate(zip(got, want)):
+                assert np.array_equal(x, y), f"masks differ at step {k} of {text[:40]!r}"
+    assert sum(dropped) > 10000
+
+
 def _reference_min_lengths(A: Any) -> list[int]:
     """The fewest bytes each rule derives, by iterating ``dist(q) = min(1 + dist(byte successor),
     minlen(callee) + dist(call return); 0 at an end)`` to its fixed point."""

@@ -13,7 +13,9 @@ import pytest
 
 from pda import GrammarCompiler, GrammarMatcher, TokenizerInfo, precompute
 from pda.grammar import Grammar
-from pda.plain_runs import RUN_CAP, plain_char_counts, plain_prefix_counts, plain_runs, plain_to_end, stack_run
+from pda.plain_runs import (
+    RUN_CAP, plain_char_counts, plain_prefix_counts, plain_runs, plain_shapes, plain_to_end, stack_most, stack_run,
+)
 from pda.token_walk import TOKEN_ACCEPTED
 from pda.walk_reference import walk_tokens_reference
 
@@ -167,6 +169,65 @@ def test_stack_runs_are_sound_across_blocks() -> None:
                 codes = walk_tokens_reference(aut, [t.encode() for t in texts], s, path, False)
                 assert codes == [TOKEN_ACCEPTED] * len(texts), (n, s, path.tolist(), got, frames, texts)
     assert crossed
+
+
+def _most_by_search(w: Any, cfg: Any, chars: list[str], limit: int) -> int:
+    """The most characters of ``chars`` some sequence consumes from ``cfg`` (at most ``limit``)."""
+    front, k = {cfg}, 0
+    while front and k < limit:
+        nxt = set()
+        for c in front:
+            for ch in chars:
+                d = c
+                for b in ch.encode():
+                    d = w.step(d, b)
+                if d.tops or d.accepting:  # alive, or the text complete
+                    nxt.add(d)
+        if not nxt:
+            break
+        front, k = nxt, k + 1
+    return k
+
+
+@pytest.mark.parametrize("source, texts, chars, exact", [
+    ('root ::= "<" item ">"\nitem ::= "(" item ")" | [a-z]{0,3}\n', ["<", "<(", "<((a", "<((abc", "<((ab)", "<abc", "<(())"],
+     ["a", "(", ")", "<", ">", "é", " "], True),
+    ({"type": "object", "properties": {"s": {"type": "string", "maxLength": 130}}},
+     ['{"s": "' + "x" * n for n in (0, 20, 60, 100, 110, 125, 129, 130)], ["x", "é", " ", "中"], False),
+])
+def test_stack_most_is_sound(source: str | dict[str, Any], texts: list[str], chars: list[str], exact: bool) -> None:
+    """No sequence of plain characters longer than :func:`stack_most` allows is consumed over a
+    real stack (breadth-first search with the byte walker); on a small recursive grammar, whose
+    characters the search tries all, some sequence reaches it."""
+    from pda.stack import StackArena
+    from pda.walker import Walker
+
+    g = Grammar.from_ebnf(source) if isinstance(source, str) else Grammar.from_json_schema(source)
+    aut = g.automaton
+    shapes = plain_shapes(aut.byte_class)
+    bounded = 0
+    for text in texts:
+        w = Walker(aut, StackArena())
+        m = GrammarMatcher.__new__(GrammarMatcher)
+        m._walker, m._lines = w, {}
+        cfg = w.initial()
+        for b in text.encode():
+            cfg = w.step(cfg, b)
+        assert cfg.tops, text
+        most = 0
+        for s, parents in cfg.tops:
+            for path in m._stack_paths(parents) or ():
+                got, read = stack_most(aut.trans, aut.call_ptr, *shapes, aut.is_end, s, path, 200)
+                assert 0 <= read <= path.shape[0]
+                most = max(most, got)
+        if most >= 200:  # no bound (a call on the way: "(" starts another item)
+            continue
+        found = _most_by_search(w, cfg, chars, most + 2)
+        assert found <= most, (text, found, most)
+        if exact:
+            assert found == most, (text, found, most)
+        bounded += 1
+    assert bounded >= 3
 
 
 def _masks(info: TokenizerInfo, schema: dict[str, Any], text: str) -> list[list[int]]:

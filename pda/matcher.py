@@ -40,7 +40,8 @@ from .plain_runs import mark_within, stack_run
 from .split_tops import SPLIT_DEPTH, top_frames
 from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, survivors_on_path, walk_tokens
 from .walk_workspace import thread_workspace
-from .stack import BOTTOM, StackArena
+from .stack import StackArena
+from .stack_paths import StackPaths
 from .walker import Config, Walker, as_bytes
 
 if TYPE_CHECKING:
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
 __all__ = ["GrammarMatcher"]
 
-_MAX_STACK_PATHS = 64  # linear stacks enumerated per top before falling back to the byte walker
 # A top with at least this many uncertain tokens left to walk decides what it can from its frame
 # classes first (:meth:`GrammarMatcher._by_frame_classes`).
 FRAME_MIN_UNCERTAIN = 4096
@@ -63,7 +63,6 @@ ONE_CALL_SURVIVORS = True
 SPLIT_TOPS = True
 _MAX_JUMP = 4096
 _KEY_MEMO_LIMIT = 4096  # configurations whose mask keys a matcher remembers
-_LINE_MEMO_LIMIT = 4096  # arena nodes whose linear stacks a matcher remembers
 ARENA_RESET_NODES = 1 << 16  # reset() starts a new stack arena once the old one has this many nodes
 
 MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
@@ -104,7 +103,7 @@ class GrammarMatcher:
         self._vocab_size = tok.vocab_size
         self._keys: dict[Config, object] = {}  # mask keys (or _CONTEXT_FREE) of configurations met
         self._last_key: tuple[Config, tuple[tuple[int, bool], ...], MaskKey | None] | None = None  # (see _key)
-        self._lines: dict[int, np.ndarray] = {}  # arena node -> its linear stack (see _stack_paths)
+        self._stacks = StackPaths(self._walker.arena)  # the linear stacks and signatures below tops
         self._history: list[tuple[Config, bool]] = [(self._walker.initial(), False)]
 
     # ------------------------------------------------------------------ state
@@ -185,7 +184,7 @@ class GrammarMatcher:
             grammar = self._compiled.grammar
             self._walker = Walker(grammar.automaton, StackArena(grammar.max_stack_depth))
             self._keys = {}
-            self._lines = {}
+            self._stacks = StackPaths(self._walker.arena)
         self._history = [(self._walker.initial(), False)]
 
     def fork(self) -> GrammarMatcher:
@@ -280,13 +279,22 @@ class GrammarMatcher:
         return key
 
     def _key(self, cfg: Config, depths: dict[int, int]) -> MaskKey | None:
-        """Each top's state with the signature of its top ``depths[state]`` frames (0 when absent);
-        for a split top (:meth:`_split_path`), its state, top frames and the ids its deep tokens
-        accept on its stack (:mod:`pda.split_tops`; a new stack pattern walks those few here).
-        Remembers the key with what it was made from (:meth:`_basis`), for :meth:`_compute_entry`."""
+        """Each top's part (:meth:`_top_part`).  Remembers the key with what it was made from
+        (:meth:`_basis`), for :meth:`_compute_entry`; a key of the configuration made before keeps
+        the parts of the tops whose depth and split state are the same (a computation that deepened
+        one top's key walked no other top again: 36 us a miss on the built-in JSON grammar)."""
         basis = self._basis(cfg, depths)  # first: a depth that grows meanwhile only deepens the key
-        self._last_key = (cfg, basis, self._key_parts(cfg, depths))
-        return self._last_key[2]
+        last = self._last_key
+        old = last[1] if last is not None and last[0] is cfg and last[2] is not None else None
+        parts: list[Any] = []
+        for i, (s, parents) in enumerate(cfg.tops):
+            part = last[2][i] if old is not None and old[i] == basis[i] else self._top_part(s, parents, depths)  # type: ignore[index]
+            if part is None:
+                break
+            parts.append(part)
+        key = tuple(parts) if len(parts) == len(cfg.tops) else None
+        self._last_key = (cfg, basis, key)
+        return key
 
     def _basis(self, cfg: Config, depths: dict[int, int]) -> tuple[tuple[int, bool], ...]:
         """What a key of ``cfg`` depends on besides the configuration: each top's depth and whether
@@ -294,49 +302,20 @@ class GrammarMatcher:
         split = self._compiled.split_tops.states
         return tuple((depths.get(s, 0), s in split) for s, _ in cfg.tops)
 
-    def _key_parts(self, cfg: Config, depths: dict[int, int]) -> MaskKey | None:
-        parts: list[Any] = []
+    def _top_part(self, s: int, parents: frozenset[int], depths: dict[int, int]) -> Any:
+        """Top ``s``'s part of a key: its state with the signature of its top ``depths[s]`` frames (0
+        when absent); for a split top (:meth:`_split_path`), its state, top frames and the ids its
+        deep tokens accept on its stack (:mod:`pda.split_tops`; a new stack pattern walks those few
+        here).  None: not cacheable."""
         comp = self._compiled
-        deep_states = comp.split_tops.states
-        for s, parents in cfg.tops:
-            if s in deep_states and SPLIT_TOPS:
-                unc = comp.classes.get(s).uncertain
-                path = self._split_path(parents, unc)
-                if path is not None:
-                    part = comp.split_tops.part(s, unc, path)
-                    if part is None:
-                        return None
-                    parts.append(part)
-                    continue
-            d = depths.get(s, 0)
-            sig = self._signature(parents, d) if d else ()  # most tops read no frame
-            if sig is None:
-                return None
-            parts.append((s, sig))
-        return tuple(parts)
-
-    def _signature(self, parents: frozenset[int], depth: int) -> tuple[tuple[int, ...], ...] | None:
-        """The return-state paths of length ``depth`` below a top (shorter ones end in -1, the
-        bottom), sorted; None when there are more than ``_MAX_STACK_PATHS``."""
-        if depth == 0:
-            return ()
-        arena = self._walker.arena
-        out: set[tuple[int, ...]] = set()
-        todo: list[tuple[frozenset[int], tuple[int, ...]]] = [(parents, ())]
-        while todo:
-            ps, above = todo.pop()
-            for p in ps:
-                if p == BOTTOM:
-                    out.add(above + (-1,))
-                    continue
-                path = above + (arena.state[p],)
-                if len(path) >= depth:
-                    out.add(path)
-                else:
-                    todo.append((arena.parents[p], path))
-            if len(out) + len(todo) > _MAX_STACK_PATHS:
-                return None
-        return tuple(sorted(out))
+        if s in comp.split_tops.states and SPLIT_TOPS:
+            unc = comp.classes.get(s).uncertain
+            path = self._split_path(parents, unc)
+            if path is not None:
+                return comp.split_tops.part(s, unc, path)
+        d = depths.get(s, 0)
+        sig = self._stacks.signature(parents, d) if d else ()  # most tops read no frame
+        return None if sig is None else (s, sig)
 
     def _compute_row(self, cfg: Config, cache: Any) -> np.ndarray:
         """Build the mask of ``cfg`` (without stop tokens) and store it in ``cache`` (unless None)
@@ -399,7 +378,7 @@ class GrammarMatcher:
         than frame classes start at; else None."""
         if not 0 < unc.shape[0] < FRAME_MIN_UNCERTAIN:
             return None
-        paths = self._stack_paths(parents)
+        paths = self._stacks.paths(parents)
         return paths[0] if paths is not None and len(paths) == 1 else None
 
     def _add_split(self, row: np.ndarray, s: int, parents: frozenset[int], unc: np.ndarray, path: np.ndarray) -> bool:
@@ -425,11 +404,11 @@ class GrammarMatcher:
         """:meth:`_survivors`, kept per (state, the paths of the frames read) in the grammar's
         :class:`~pda.walk_results.WalkResults`: a new combination of tops met before walks none."""
         memo = self._compiled.top_survivors
-        got = memo.find(s, lambda depth: self._signature(parents, depth))
+        got = memo.find(s, lambda depth: self._stacks.signature(parents, depth))
         if got is not None:
             return got  # type: ignore[return-value]
         ids, read = self._survivors(s, parents, unc)
-        sig = self._signature(parents, read) if read is not None else None
+        sig = self._stacks.signature(parents, read) if read is not None else None
         if sig is not None:
             memo.store(s, sig, read, ids, ids.nbytes + 16 * read * max(1, len(sig)) + 200)  # type: ignore[operator]
         return ids, read
@@ -439,7 +418,7 @@ class GrammarMatcher:
         top ``s`` accepts, and how many frames the walks read (None: read by the byte walker,
         which reads any depth, so not cacheable)."""
         comp = self._compiled
-        paths = self._stack_paths(parents)
+        paths = self._stacks.paths(parents)
         ok = np.zeros(unc.shape[0], dtype=np.bool_)
         ws = thread_workspace(comp.max_token_length)
         if ONE_CALL_SURVIVORS and paths is not None and len(paths) == 1 and unc.shape[0] < FRAME_MIN_UNCERTAIN:
@@ -517,60 +496,6 @@ class GrammarMatcher:
         mine = every if todo.shape[0] == unc.shape[0] else every[todo]
         ok[todo[mine == TOKEN_ACCEPTED]] = True
         return todo[mine == TOKEN_UNCERTAIN], 1
-
-    def _stack_paths(self, parents: frozenset[int]) -> list[np.ndarray] | None:
-        """Every linear stack (return states, bottom first) below a top; None when too many.
-
-        A linear stack (one parent per node, the usual case) is remembered per arena node: the next
-        token's top usually sits one frame above or below a node met before, so only the frames
-        above that node are read (a walk down a JSON document's nesting took 14 us a call).  The
-        arrays are shared: callers must not write to them (they stay writeable, as numba's kernels
-        were compiled for writeable arrays)."""
-        arena = self._walker.arena
-        lines = self._lines
-        top = next(iter(parents)) if len(parents) == 1 else BOTTOM
-        if top != BOTTOM:
-            got = lines.get(top)
-            if got is not None:
-                return [got]
-        line: list[int] = []  # states from the top down
-        while len(parents) == 1:
-            (p,) = parents
-            if p == BOTTOM:
-                below = None
-                break
-            below = lines.get(p)
-            if below is not None:
-                break
-            line.append(arena.state[p])
-            parents = arena.parents[p]
-        else:
-            return self._branching_paths(parents, line)
-        path = np.array(line[::-1], dtype=np.int32)
-        if below is not None:
-            path = np.concatenate((below, path))
-        if top != BOTTOM:
-            if len(lines) >= _LINE_MEMO_LIMIT:
-                self._lines = lines = {}
-            lines[top] = path
-        return [path]
-
-    def _branching_paths(self, parents: frozenset[int], line: list[int]) -> list[np.ndarray] | None:
-        """The linear stacks below ``parents`` (several), each under the frames ``line`` (top
-        first); None when there are more than ``_MAX_STACK_PATHS``."""
-        arena = self._walker.arena
-        paths: list[list[int]] = []
-        todo: list[tuple[frozenset[int], list[int]]] = [(parents, line)]
-        while todo:
-            ps, above = todo.pop()
-            for p in ps:
-                if p == BOTTOM:
-                    paths.append(above[::-1])
-                else:
-                    todo.append((arena.parents[p], above + [arena.state[p]]))
-                if len(paths) + len(todo) > _MAX_STACK_PATHS:
-                    return None
-        return [np.array(p, dtype=np.int32) for p in paths]
 
     # ------------------------------------------------------------------ jump forward
 

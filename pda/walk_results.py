@@ -17,7 +17,7 @@ Two users, one per compiled grammar each:
   met before, and each of its tops with uncertain tokens walks them on its stack again.  On a C
   grammar's expression states that walk takes about a millisecond, and a third of the walks on
   ``c_like`` repeated one done before.  Here the head is the state and the frames' key the return-
-  state paths of that many top frames (``GrammarMatcher._signature``, bottoms marked -1), so a top
+  state paths of that many top frames (:meth:`pda.stack_paths.StackPaths.signature`, bottoms marked -1), so a top
   over several stacks is keyed by all of their paths and its union is the same.
 * **Deep parts** of split tops (:class:`pda.split_tops.SplitTops`): the head is the state, its top
   frames and whether the stack is deeper; the frames' key is the top frames the deep walk read.

@@ -213,7 +213,7 @@ def test_frame_classes_of_most_of_the_vocabulary_equal_a_walk_of_theirs(tok: Tok
         assert m.accept_string('{"a": "' + "x" * k)
         for s, parents in m._cfg.tops:
             unc = classes.get(s).uncertain
-            paths = m._stack_paths(parents)
+            paths = m._stacks.paths(parents)
             if 4 * unc.shape[0] < 3 * n or not paths or not paths[0].shape[0]:
                 continue
             ret = int(paths[0][-1])

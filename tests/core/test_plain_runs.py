@@ -159,7 +159,7 @@ def test_stack_runs_are_sound_across_blocks() -> None:
         m = GrammarMatcher(compiled)
         assert m.accept_string('"' + "x" * n)
         for s, parents in m._cfg.tops:
-            for path in m._stack_paths(parents) or ():
+            for path in m._stacks.paths(parents) or ():
                 got, frames = stack_run(run, to_end, s, path)
                 assert got <= 3000 - n
                 crossed += got > run[s]
@@ -200,6 +200,7 @@ def test_stack_most_is_sound(source: str | dict[str, Any], texts: list[str], cha
     real stack (breadth-first search with the byte walker); on a small recursive grammar, whose
     characters the search tries all, some sequence reaches it."""
     from pda.stack import StackArena
+    from pda.stack_paths import StackPaths
     from pda.walker import Walker
 
     g = Grammar.from_ebnf(source) if isinstance(source, str) else Grammar.from_json_schema(source)
@@ -208,15 +209,14 @@ def test_stack_most_is_sound(source: str | dict[str, Any], texts: list[str], cha
     bounded = 0
     for text in texts:
         w = Walker(aut, StackArena())
-        m = GrammarMatcher.__new__(GrammarMatcher)
-        m._walker, m._lines = w, {}
+        stacks = StackPaths(w.arena)
         cfg = w.initial()
         for b in text.encode():
             cfg = w.step(cfg, b)
         assert cfg.tops, text
         most = 0
         for s, parents in cfg.tops:
-            for path in m._stack_paths(parents) or ():
+            for path in stacks.paths(parents) or ():
                 got, read = stack_most(aut.trans, aut.call_ptr, *shapes, aut.is_end, s, path, 200)
                 assert 0 <= read <= path.shape[0]
                 most = max(most, got)

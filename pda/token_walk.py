@@ -118,11 +118,16 @@ _NO_FOUND = np.zeros(0, dtype=np.int32)  # walk_tokens: every code into out, non
 def _call(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, stack: np.ndarray, expand: bool,
           out: np.ndarray, ws: Workspace, found: np.ndarray) -> tuple[int, int]:
     """Run :func:`_walk_tokens`; returns (frames read, tokens listed or ``len(cand)``).  Its
-    per-call arrays are checked contiguous here, as the entry point compiled for them assumes."""
-    if cand.flags.c_contiguous and stack.flags.c_contiguous and out.flags.c_contiguous and found.flags.c_contiguous:
-        read, n = run_direct(_walk_tokens, "walk", A, T, ws, (A, T, cand, start_state, stack, expand, out, ws, found))
-    else:
-        read, n = _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found)
+    per-call arrays are made contiguous here, as the entry point compiled for them assumes (an
+    output that is not is written through a contiguous copy): one specialisation of the kernel,
+    with the references of :mod:`pda.kernel_refs`, serves every call."""
+    cand, stack = np.ascontiguousarray(cand), np.ascontiguousarray(stack)
+    o, f = np.ascontiguousarray(out), np.ascontiguousarray(found)
+    read, n = run_direct(_walk_tokens, "walk", A, T, ws, (A, T, cand, start_state, stack, expand, o, ws, f))
+    if o is not out:
+        out[...] = o
+    if f is not found:
+        found[...] = f
     return int(read), int(n)
 
 

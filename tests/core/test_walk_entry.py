@@ -63,7 +63,8 @@ def test_a_new_automaton_reuses_the_entry_of_its_kind(monkeypatch: pytest.Monkey
             got = np.empty(cand.shape[0], np.int8)
             want = np.empty(cand.shape[0], np.int8)
             read = walk_tokens(kernel, trie, cand, s, stack, True, got, ws)
-            assert read == kernel_of(kernel, trie, cand, s, stack, True, want, ws, token_walk._NO_FOUND)[0]
+            refs = [kernel_refs.reference(x) for x in (kernel, trie, ws)]  # the dispatcher, on the same specialisation
+            assert read == kernel_of(refs[0], refs[1], cand, s, stack, True, want, refs[2], token_walk._NO_FOUND)[0]
             assert got.tolist() == want.tolist()
         entry = kernel_entry._entries[("walk", id(kernel), id(trie), id(ws))]
         refs = dict(entry[4])  # passed by reference: the same arrays, not copies

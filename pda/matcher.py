@@ -367,9 +367,7 @@ class GrammarMatcher:
                         depth[s] = read  # a race may lose this update: then keys only miss more
                     if read > SPLIT_DEPTH:  # from now on keyed by its deep tokens' outcome
                         comp.split_tops.states.add(s)
-        last = self._last_key  # the lookup key, when nothing it was made from has changed since
-        same = last is not None and last[0] is cfg and last[1] == self._basis(cfg, depths)
-        key = None if not cacheable else last[2] if same and last is not None else self._key(cfg, depths)
+        key = self._key(cfg, depths) if cacheable else None  # the lookup key's parts, where nothing changed
         self._remember(cfg, key)
         return row, key
 

@@ -121,14 +121,14 @@ def _call(A: KernelAutomaton, T: Any, cand: np.ndarray, start_state: int, stack:
     per-call arrays are made contiguous here, as the entry point compiled for them assumes (an
     output that is not is written through a contiguous copy): one specialisation of the kernel,
     with the references of :mod:`pda.kernel_refs`, serves every call."""
-    cand, stack = np.ascontiguousarray(cand), np.ascontiguousarray(stack)
+    if cand.flags.c_contiguous and stack.flags.c_contiguous and out.flags.c_contiguous and found.flags.c_contiguous:
+        read, n = run_direct(_walk_tokens, "walk", A, T, ws, (A, T, cand, start_state, stack, expand, out, ws, found))
+        return int(read), int(n)
     o, f = np.ascontiguousarray(out), np.ascontiguousarray(found)
-    read, n = run_direct(_walk_tokens, "walk", A, T, ws, (A, T, cand, start_state, stack, expand, o, ws, f))
-    if o is not out:
-        out[...] = o
-    if f is not found:
-        found[...] = f
-    return int(read), int(n)
+    read, n = _call(A, T, np.ascontiguousarray(cand), start_state, np.ascontiguousarray(stack), expand, o, ws, f)
+    out[...] = o
+    found[...] = f
+    return read, n
 
 
 @njit(cache=True, nogil=True)

@@ -120,6 +120,25 @@ def test_to_expr_falls_back_to_rules() -> None:
         fsm.to_expr(d, budget=50)
 
 
+def test_rules_fallback_loops_without_pushing_a_frame_per_character() -> None:
+    # The rule-per-state fallback writes a state's self-loop as a repetition: a rule calling itself
+    # once per character pushed a frame per character, and a token walk from the "any other
+    # string" state of a key's complement kept a thread per depth (Github_ultra/o65323: 35-60 ms
+    # to classify one state, 88 ms in one fill).
+    words = ["ab", "abc", "b"]
+    d = fsm.complement(fsm.literal_set_dfa(words))
+    rules: dict[str, object] = {}
+
+    def add(name: str, body: object) -> str:
+        rules[name] = body
+        return name
+
+    r = fsm._rules(d, fsm.default_label, add, "k")
+    g = Grammar.from_ir(GrammarIR({"root": r, **rules}, "root"), max_stack_depth=8)  # type: ignore[dict-item]
+    for w in _strings("abx", 4) + ["x" * 200, "ab" + "c" * 300, "b" * 100]:
+        assert g.accepts(w) == (w not in words), w
+
+
 def test_spell_matches_json_decoding() -> None:
     g = Grammar.from_ir(GrammarIR({"root": quoted(star(spell(((0, 0x10FFFF),))))}, "root"))
     for s in ["", "plain", '"\\/', "\b\f\n\r\t\u0000\u001f\u007f", "é中😀", "\u2028"]:

@@ -1,31 +1,25 @@
-"""Deterministic automata over code points: intersection, complement and back to IR.
+"""Deterministic automata over code points: intersection, complement (back to IR: :mod:`pda.dfa_to_ir`).
 
 The grammar IR has no intersection or complement, but a JSON Schema needs both: a string must
 match every ``pattern`` *and* fit ``minLength``/``maxLength``; an undeclared property name must be
 a string that is *not* a declared name and matches no ``patternProperties`` regex; a number must
 lie within its bounds *and* be a multiple of ``multipleOf``.  This module turns the regular part of
 the IR into deterministic automata over code points (transitions are inclusive code-point ranges),
-combines them exactly, and turns the result back into IR:
+and combines them exactly (:mod:`pda.dfa_to_ir` turns the result back into IR):
 
 * :func:`from_expr` — Thompson NFA (:class:`pda.fsm.ThompsonNFA`) + subset construction; the
   result is trimmed and minimised by pda's one minimiser (:func:`pda.dfa_kernels.minimize_partial`);
 * :func:`intersect`, :func:`union`, :func:`difference`, :func:`complement`, :func:`is_empty`,
-  :func:`matches`, :func:`length_dfa`;
-* :func:`to_expr` — state elimination into a regular expression tree, with a size budget; past it
-  the automaton is emitted as one IR rule per state (right-linear rules), which is still exact.
-  A state's self-loop is written as a repetition (``s ::= L* (a t | ...)``), not a call of its own
-  rule: each such call pushed a frame, so the "any other string" state of a key's complement held
-  a thread per depth in a token walk (Github_ultra/o65323: 35-60 ms to classify one key state,
-  88 ms in one fill; 2.2 ms after).  Cycles through several states still push a frame a round.
+  :func:`matches`, :func:`length_dfa`.
 
 Everything here works on decoded characters; the JSON spelling of each character (escapes) is
-applied by the caller through the ``label`` function given to :func:`to_expr`.
+applied by the caller through the ``label`` function given to :func:`pda.dfa_to_ir.to_expr`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Iterable
 
 import numpy as np
 
@@ -33,14 +27,11 @@ from pda.dfa_kernels import minimize_partial
 from pda.errors import FsmTooLarge
 from pda.fsm import ThompsonNFA
 from pda.limits import check_deadline
-from pda.ir import (
-    EPSILON, MAX_CODE_POINT, NOTHING, ByteClass, Bytes, CharClass, Expr, Ref, alt, chars,
-    node_count, repeat, seq, star,
-)
+from pda.ir import MAX_CODE_POINT, ByteClass, Bytes, CharClass, Expr
 
 __all__ = [
     "DFA", "from_expr", "intersect", "union", "difference", "complement", "is_empty", "matches",
-    "length_dfa", "to_expr", "literal_set_dfa", "FsmTooLarge", "MAX_STATES",
+    "length_dfa", "literal_set_dfa", "FsmTooLarge", "MAX_STATES",
 ]
 
 Ranges = tuple[tuple[int, int], ...]
@@ -382,187 +373,3 @@ def literal_set_dfa(words: Iterable[str]) -> DFA:
         accept[s] = True
     rows = [_merge_row([(c, c, t) for c, t in row.items()]) for row in trans]
     return minimize(DFA(rows, accept))
-
-
-# ----------------------------------------------------------------------------- back to IR
-
-
-def default_label(ranges: Ranges) -> Expr:
-    return chars(ranges)
-
-
-def to_expr(
-    d: DFA,
-    label: Callable[[Ranges], Expr] = default_label,
-    *,
-    add_rule: Callable[[str, Expr], str] | None = None,
-    name: str = "fsm",
-    budget: int = 4000,
-) -> Expr:
-    """An IR expression for the language of ``d``; each transition's ranges go through ``label``.
-
-    State elimination first (a plain regular expression the core can inline); when the expression
-    would exceed ``budget`` nodes and ``add_rule`` is given, the DFA is emitted as one rule per
-    state instead (``add_rule(hint, expr)`` registers a rule and returns its name).
-    """
-    if not d.trans:
-        return NOTHING
-    try:
-        return _eliminate(d, label, budget)
-    except FsmTooLarge:
-        if add_rule is None:
-            raise
-    return _rules(d, label, add_rule, name)
-
-
-def _groups(row: list[tuple[int, int, int]]) -> dict[int, Ranges]:
-    """A DFA row as target -> the ranges leading there."""
-    out: dict[int, list[tuple[int, int]]] = {}
-    for lo, hi, t in row:
-        out.setdefault(t, []).append((lo, hi))
-    return {t: tuple(rs) for t, rs in out.items()}
-
-
-@dataclass
-class _Chains:
-    inner: set[int]  # states folded away
-    # (from, first) -> (end, steps, whether the inner states accept, their other edges)
-    starts: dict[tuple[int, int], tuple[int, int, bool, tuple[tuple[int, Ranges], ...]]]
-
-    def edges(self, s: int, t: int, rs: Ranges, label: Callable[[Ranges], Expr]) -> list[tuple[int | None, Expr]]:
-        """The edges from ``s`` that replace its edge to ``t`` (target None: acceptance)."""
-        chain = self.starts.get((s, t))
-        if chain is None:
-            return [(t, label(rs))]
-        end, m, accepting, side = chain
-        lab = label(rs)
-        some = repeat(lab, 1, m - 1)  # into one of the inner states
-        out: list[tuple[int | None, Expr]] = [(end, repeat(lab, m, m))]
-        if accepting:
-            out.append((None, some))
-        out += [(x, seq(some, label(r))) for x, r in side]
-        return out
-
-
-def _chains(d: DFA, groups: list[dict[int, Ranges]]) -> _Chains:
-    """Runs ``q0 -L-> q1 -L-> ... -L-> qm`` (m >= 3) whose inner states have one way in, go on
-    by the same label ``L``, and share their acceptance and their other edges: folded into
-    counted repetitions (eliminating such states one by one would nest m levels deep)."""
-    preds: list[set[int]] = [set() for _ in d.trans]
-    for s, g in enumerate(groups):
-        for t in g:
-            preds[t].add(s)
-
-    def inner(q: int, rs: Ranges) -> tuple[int, tuple[tuple[int, Ranges], ...]] | None:
-        """q's successor on rs and its other edges, when q can be inside a chain on rs."""
-        if q == 0 or len(preds[q]) != 1:
-            return None
-        nxt = [t for t, r in groups[q].items() if r == rs and t != q]
-        if not nxt:
-            return None
-        return nxt[0], tuple(sorted((t, r) for t, r in groups[q].items() if t != nxt[0]))
-
-    # States in breadth-first order: a chain is found from its first state before any of its
-    # inner states could be taken for the start of another one.
-    order, seen = [0], {0}
-    for s in order:
-        for t in groups[s]:
-            if t not in seen:
-                seen.add(t)
-                order.append(t)
-    found = _Chains(set(), {})
-    for s in order:
-        if s in found.inner:
-            continue
-        for q1, rs in groups[s].items():
-            first = inner(q1, rs)
-            if first is None or q1 in found.inner:
-                continue
-            run, (q, side) = [q1], first
-            while q not in run and q != s and d.accept[q] == d.accept[q1]:
-                step = inner(q, rs)
-                if step is None or step[1] != side or q in (x for x, _ in side):
-                    break
-                run.append(q)
-                q = step[0]
-            if len(run) >= 2 and q not in run and not any(x in run for x, _ in side):
-                found.inner.update(run)
-                found.starts[(s, q1)] = (q, len(run) + 1, d.accept[q1], side)
-    return found
-
-
-def _eliminate(d: DFA, label: Callable[[Ranges], Expr], budget: int) -> Expr:
-    n = len(d.trans)
-    start, final = n, n + 1
-    out: dict[int, dict[int, Expr]] = {i: {} for i in range(n + 2)}
-    inc: dict[int, set[int]] = {i: set() for i in range(n + 2)}
-    sizes: dict[tuple[int, int], int] = {}
-
-    def put(p: int, q: int, e: Expr) -> None:
-        old = out[p].get(q)
-        new = e if old is None else alt(old, e)
-        out[p][q] = new
-        inc[q].add(p)
-        sizes[(p, q)] = node_count(new)
-
-    put(start, 0, EPSILON)
-    groups = [_groups(row) for row in d.trans]
-    folded = _chains(d, groups)
-    for s in range(n):
-        if s in folded.inner:
-            continue
-        for t, rs in groups[s].items():
-            for x, e in folded.edges(s, t, rs, label):
-                put(s, final if x is None else x, e)
-        if d.accept[s]:
-            put(s, final, EPSILON)
-    remaining = set(range(n)) - folded.inner
-    total = sum(sizes.values())
-    while remaining:
-        # Eliminate the state whose removal creates the least: in-degree * out-degree weighted.
-        def cost(q: int) -> int:
-            ins = [p for p in inc[q] if p != q]
-            outs = [r for r in out[q] if r != q]
-            return len(ins) * len(outs) + sum(sizes[(p, q)] for p in ins) * max(1, len(outs)) \
-                + sum(sizes[(q, r)] for r in outs) * max(1, len(ins))
-        q = min(remaining, key=cost)
-        remaining.discard(q)
-        loop = out[q].pop(q, None)
-        inc[q].discard(q)
-        sizes.pop((q, q), None)
-        mid = star(loop) if loop is not None else EPSILON
-        ins = [p for p in inc[q]]
-        outs = list(out[q].items())
-        for p in ins:
-            ep = out[p].pop(q)
-            sizes.pop((p, q), None)
-            for r, er in outs:
-                put(p, r, seq(ep, mid, er))
-        for r, _ in outs:
-            inc[r].discard(q)
-            sizes.pop((q, r), None)
-        out[q] = {}
-        inc[q] = set()
-        total = sum(sizes.values())
-        if total > budget:
-            raise FsmTooLarge("regular expression", budget)
-    return out[start].get(final, NOTHING)
-
-
-def _rules(d: DFA, label: Callable[[Ranges], Expr], add_rule: Callable[[str, Expr], str], name: str) -> Expr:
-    names = [f"{name}_s{i}" for i in range(len(d.trans))]
-    groups = [_groups(row) for row in d.trans]
-    folded = _chains(d, groups)
-    for s in range(len(d.trans)):
-        if s in folded.inner:
-            continue
-        loop = groups[s].get(s)  # a self-loop is a repetition, not a call of the rule itself
-        parts = [e if x is None else seq(e, Ref(names[x]))
-                 for t, rs in groups[s].items() if t != s for x, e in folded.edges(s, t, rs, label)]
-        if d.accept[s]:
-            parts.append(EPSILON)
-        body = alt(*parts)
-        got = add_rule(names[s], body if loop is None else seq(repeat(label(loop), 0, None), body))
-        if got != names[s]:
-            raise ValueError(f"rule name {names[s]!r} already taken")
-    return Ref(names[0])

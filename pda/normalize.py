@@ -51,6 +51,7 @@ from .ir import (
     distinct_nodes, has_nullable_repeat, has_scalar, has_scalar_free_class, literal_bytes, longest_repeat, node_count, nonempty,
     nullable, opt, ref_counts, ref_names, repeat, seq, star,
 )
+from .graphs import strongly_connected
 from .share import SHARED_PREFIX, share_repeated
 
 __all__ = ["NormalGrammar", "normalize", "ROOT", "SHARED_PREFIX", "REPEAT_PREFIX"]
@@ -349,57 +350,11 @@ def _split(e: Expr, x: str) -> tuple[Expr, Expr]:
     raise TypeError(f"not an IR node: {e!r}")
 
 
-def _sccs(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components (iterative Tarjan), in reverse topological order."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on: set[str] = set()
-    stack: list[str] = []
-    out: list[list[str]] = []
-    counter = 0
-    for root in graph:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, it = work[-1]
-            for w in it:
-                if w not in graph:
-                    continue
-                if w not in index:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(graph[w]))))
-                    break
-                if w in on:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    out.append(comp)
-    return out
-
-
 def _eliminate_left_recursion(rules: dict[str, Expr]) -> dict[str, Expr]:
     rules = dict(rules)
     graph = {n: _left_corners(b) for n, b in rules.items()}
     order = list(rules)
-    for comp in _sccs(graph):
+    for comp in strongly_connected(graph):
         if len(comp) == 1 and comp[0] not in graph[comp[0]]:
             continue
         group = sorted(comp, key=order.index)
@@ -433,7 +388,7 @@ def _inline(rules: dict[str, Expr], keep_calls: frozenset[tuple[str, str]],
     counts = {n: ref_counts(b) for n, b in rules.items()}
     graph = {n: set(c) for n, c in counts.items()}
     recursive: set[str] = set()
-    for comp in _sccs(graph):
+    for comp in strongly_connected(graph):
         if len(comp) > 1 or comp[0] in graph[comp[0]]:
             recursive.update(comp)
     uses: dict[str, int] = {n: 0 for n in rules}
@@ -444,7 +399,7 @@ def _inline(rules: dict[str, Expr], keep_calls: frozenset[tuple[str, str]],
     # calls a small rule twice, which calls one twice, ... must not double at every level)
     inline: set[str] = set()
     weight: dict[str, int] = {}
-    for comp in _sccs(graph):  # callees come before their callers
+    for comp in strongly_connected(graph):  # callees come before their callers
         for n in comp:
             weight[n] = _weight(rules[n], weight, inline)
             if n != ROOT and n not in recursive and (uses[n] <= 1 or weight[n] <= _INLINE_MAX_NODES):

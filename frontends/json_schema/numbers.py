@@ -24,6 +24,7 @@ from typing import Callable
 from pda.ir import EPSILON, NOTHING, Expr, alt, chars, lit, opt, plus, repeat, seq, star
 
 from pda import codepoint_fsm as fsm
+from pda.dfa_to_ir import to_expr
 from .strings import digit_range
 
 __all__ = ["Bound", "number_expr", "uint_range", "value_spellings"]
@@ -138,7 +139,7 @@ def _and(a: Expr, b: Expr, limit_note: str = "") -> Expr:
     """Intersection of two regular languages over ASCII (through DFAs)."""
     if a == NOTHING or b == NOTHING:
         return NOTHING
-    return fsm.to_expr(fsm.intersect(fsm.from_expr(a), fsm.from_expr(b)), budget=20000)
+    return to_expr(fsm.intersect(fsm.from_expr(a), fsm.from_expr(b)), budget=20000)
 
 
 def _range_unsigned(lo: Bound | None, hi: Bound | None, negate: bool) -> Expr:
@@ -319,7 +320,7 @@ def number_expr(
     """JSON number texts satisfying ``integer``, the bounds and every ``multipleOf`` (see module doc)."""
     if lo is None and hi is None and not multiples:
         return any_number(integer)
-    return fsm.to_expr(multiples_dfa(integer, lo, hi, multiples), add_rule=add_rule, name=name, budget=4000)
+    return to_expr(multiples_dfa(integer, lo, hi, multiples), add_rule=add_rule, name=name, budget=4000)
 
 
 def multiples_dfa(integer: bool, lo: Bound | None, hi: Bound | None, multiples: tuple[Decimal, ...]) -> fsm.DFA:

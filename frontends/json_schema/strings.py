@@ -32,6 +32,7 @@ from pda.ir import (
 )
 
 from pda import codepoint_fsm as fsm
+from pda.dfa_to_ir import to_expr
 
 __all__ = [
     "spelled_except", "spell", "spell_expr", "string_literal", "digit_range", "hex_digit", "ANY_CHAR", "Ranges", "intersect_ranges",
@@ -279,7 +280,7 @@ STRING_EXPR_BUDGET = 20000
 
 def dfa_to_json(d: fsm.DFA, add_rule: object = None, name: str = "str") -> Expr:
     """The JSON spellings (without quotes) of the decoded strings a DFA accepts."""
-    return fsm.to_expr(d, spell, add_rule=add_rule, name=name, budget=STRING_EXPR_BUDGET)  # type: ignore[arg-type]
+    return to_expr(d, spell, add_rule=add_rule, name=name, budget=STRING_EXPR_BUDGET)  # type: ignore[arg-type]
 
 
 def any_string_body(lo: int = 0, hi: int | None = None) -> Expr:

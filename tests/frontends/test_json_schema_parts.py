@@ -20,6 +20,8 @@ import pytest
 
 from pda import Grammar
 from pda import codepoint_fsm as fsm
+from pda import dfa_to_ir
+from pda.errors import FsmTooLarge
 from pda.frontends.json_schema.numbers import Bound, multiples_dfa, number_expr
 from pda.frontends.json_schema.strings import quoted, spell, spelled_except
 from pda.ir import GrammarIR, alt, chars, lit, plus, seq, star
@@ -99,7 +101,7 @@ def test_fsm_operations_against_sets() -> None:
     assert {w for w in words if fsm.matches(fsm.complement(a), w)} == set(words) - la
     short = fsm.intersect(a, fsm.length_dfa(2, 3))
     assert {w for w in words if fsm.matches(short, w)} == {w for w in la if 2 <= len(w) <= 3}
-    back = fsm.from_expr(fsm.to_expr(fsm.difference(a, b)))
+    back = fsm.from_expr(dfa_to_ir.to_expr(fsm.difference(a, b)))
     assert {w for w in words if fsm.matches(back, w)} == la - lb
     assert fsm.is_empty(fsm.intersect(fsm.literal_set_dfa(["x"]), a))
 
@@ -112,12 +114,12 @@ def test_to_expr_falls_back_to_rules() -> None:
         rules[name] = body
         return name
 
-    e = fsm.to_expr(d, add_rule=add, name="m7", budget=50)  # type: ignore[arg-type]
+    e = dfa_to_ir.to_expr(d, add_rule=add, name="m7", budget=50)  # type: ignore[arg-type]
     g = Grammar.from_ir(GrammarIR({"root": e, **rules}, "root"))  # type: ignore[dict-item]
     for n in range(0, 300, 1):
         assert g.accepts(str(n)) == (n % 7 == 0), n
-    with pytest.raises(fsm.FsmTooLarge):
-        fsm.to_expr(d, budget=50)
+    with pytest.raises(FsmTooLarge):
+        dfa_to_ir.to_expr(d, budget=50)
 
 
 def test_rules_fallback_loops_without_pushing_a_frame_per_character() -> None:
@@ -133,10 +135,33 @@ def test_rules_fallback_loops_without_pushing_a_frame_per_character() -> None:
         rules[name] = body
         return name
 
-    r = fsm._rules(d, fsm.default_label, add, "k")
+    r = dfa_to_ir._rules(d, dfa_to_ir.default_label, add, "k")
     g = Grammar.from_ir(GrammarIR({"root": r, **rules}, "root"), max_stack_depth=8)  # type: ignore[dict-item]
     for w in _strings("abx", 4) + ["x" * 200, "ab" + "c" * 300, "b" * 100]:
         assert g.accepts(w) == (w not in words), w
+
+
+@pytest.mark.parametrize("pattern", [r"^(ab)+c$", r"^x(a[bc]d)*(ab|c)*y?$", r"^([a-c]{2}-)*z$"])
+def test_rules_fallback_writes_a_cycle_as_one_rule(pattern: str) -> None:
+    # A cycle through several states becomes one rule per way into it (its state elimination), so
+    # a long text of rounds pushes no frame per character (here: a stack of at most 8 frames).
+    from pda.frontends.regex import regex_to_ir
+
+    d = fsm.from_expr(regex_to_ir(pattern, dialect="ecmascript", search=True))
+    rules: dict[str, object] = {}
+
+    def add(name: str, body: object) -> str:
+        rules[name] = body
+        return name
+
+    r = dfa_to_ir._rules(d, dfa_to_ir.default_label, add, "k")
+    assert len(rules) < len(d.trans)
+    g = Grammar.from_ir(GrammarIR({"root": r, **rules}, "root"), max_stack_depth=8)  # type: ignore[dict-item]
+    rng = random.Random(5)
+    texts = ["ab" * 200 + "c", "ab" * 200, "x" + "abd" * 100 + "ab" * 50 + "y", "ab-" * 150 + "z", "ab-" * 150]
+    texts += ["".join(rng.choice("abcdxyz-") for _ in range(rng.randint(0, 12))) for _ in range(3000)]
+    for text in texts:
+        assert g.accepts(text) == fsm.matches(d, text), text
 
 
 def test_spell_matches_json_decoding() -> None:
@@ -199,7 +224,7 @@ def test_to_expr_folds_long_chains(pattern: str, words: list[str], outside: bool
     p = fsm.from_expr(regex_to_ir(pattern, dialect="ecmascript", search=True))
     base = fsm.complement(fsm.literal_set_dfa(words))
     d = fsm.difference(base, p) if outside else fsm.intersect(base, p)
-    e = fsm.to_expr(d)
+    e = dfa_to_ir.to_expr(d)
     assert _depth(e) < 60  # counted repetitions, not hundreds of nested levels
     back = fsm.from_expr(e)
     assert fsm.is_empty(fsm.difference(back, d)) and fsm.is_empty(fsm.difference(d, back))
@@ -209,7 +234,7 @@ def test_to_expr_folds_long_chains(pattern: str, words: list[str], outside: bool
         rules[name] = body
         return name
 
-    r = fsm._rules(d, fsm.default_label, add, "k")  # the rule-per-state fallback folds them too
+    r = dfa_to_ir._rules(d, dfa_to_ir.default_label, add, "k")  # the rule-per-state fallback folds them too
     assert len(rules) < 40
     g = Grammar.from_ir(GrammarIR({"root": r, **rules}, "root"))  # type: ignore[dict-item]
     rng = random.Random(3)

@@ -330,6 +330,39 @@ def stack_run(run, to_end, s, path, cap=RUN_CAP):  # type: ignore[no-untyped-def
 
 
 @njit(cache=True, nogil=True)
+def _reach(trans, call_ptr, shape_ptr, pos_ptr, classes, is_end, q, limit):  # pragma: no cover - numba
+    """The most plain characters a path of byte moves from ``q`` takes inside its frame, up to
+    ``limit`` (``limit``: that many or more), and the most after which it may be at an end state
+    (``is_end``; -1: never, or ``is_end`` empty).  ``(-1, -1)`` when it cannot tell: a call on the
+    way, a frontier of more than :data:`_MAX_AFTER` states."""
+    frontier = np.empty(_MAX_AFTER, np.int32)
+    nxt = np.empty(_MAX_AFTER, np.int32)
+    stack_q = np.empty(64, np.int32)
+    stack_p = np.empty(64, np.int32)
+    ends = is_end.shape[0] > 0
+    frontier[0] = q
+    nf = 1
+    last_end = 0 if ends and is_end[q] else -1
+    depth = 0
+    while depth < limit:
+        nn = 0
+        for i in range(nf):
+            nn = _one_char(trans, call_ptr, shape_ptr, pos_ptr, classes, frontier[i], False, True, nxt, nn,
+                           stack_q, stack_p)
+            if nn < 0:
+                return -1, -1
+        if nn == 0:
+            break
+        depth += 1
+        for i in range(nn):
+            frontier[i] = nxt[i]
+            if ends and is_end[nxt[i]]:
+                last_end = depth
+        nf = nn
+    return depth, last_end
+
+
+@njit(cache=True, nogil=True)
 def stack_most(trans, call_ptr, shape_ptr, pos_ptr, classes, is_end, s, path, cap):  # pragma: no cover - numba
     """The most plain characters a top ``s`` may consume over the linear stack ``path`` (return
     states, bottom first), and how many frames of it that read; ``cap`` when it cannot tell (a
@@ -339,40 +372,18 @@ def stack_most(trans, call_ptr, shape_ptr, pos_ptr, classes, is_end, s, path, ca
         U(s, path)       = M(s)                            otherwise, and at the bottom
 
     where ``M(s)`` is the most characters a path of byte moves from ``s`` takes in its frame and
-    ``X(s)`` the most after which it may be at an end state.  A consumed sequence stays in the
-    frame, or reaches an end after ``k <= X(s)`` characters and pops into ``r``; below the bottom
-    frame the text ends.  The upper twin of :func:`stack_run`: a token of more plain characters
-    is rejected there without a walk (the last block of a long counted string, 92k tokens)."""
-    frontier = np.empty(_MAX_AFTER, np.int32)
-    nxt = np.empty(_MAX_AFTER, np.int32)
-    stack_q = np.empty(64, np.int32)
-    stack_p = np.empty(64, np.int32)
+    ``X(s)`` the most after which it may be at an end state (:func:`_reach`).  A consumed sequence
+    stays in the frame, or reaches an end after ``k <= X(s)`` characters and pops into ``r``; below
+    the bottom frame the text ends.  The upper twin of :func:`stack_run`: a token of more plain
+    characters is rejected there without a walk (the last block of a long counted string, 92k tokens)."""
     total = 0
     best = 0
     read = 0
     q = s
     while True:
-        frontier[0] = q
-        nf = 1
-        depth = 0
-        last_end = 0 if is_end[q] else -1
-        while True:
-            nn = 0
-            for i in range(nf):
-                nn = _one_char(trans, call_ptr, shape_ptr, pos_ptr, classes, frontier[i], False, True, nxt, nn,
-                               stack_q, stack_p)
-                if nn < 0:
-                    return cap, read
-            if nn == 0:
-                break
-            depth += 1
-            if total + depth >= cap:
-                return cap, read
-            for i in range(nn):
-                frontier[i] = nxt[i]
-                if is_end[nxt[i]]:
-                    last_end = depth
-            nf = nn
+        depth, last_end = _reach(trans, call_ptr, shape_ptr, pos_ptr, classes, is_end, q, cap - total)
+        if depth < 0 or total + depth >= cap:
+            return cap, read
         best = max(best, total + depth)
         if last_end < 0 or read == path.shape[0]:
             return best, read
@@ -381,29 +392,16 @@ def stack_most(trans, call_ptr, shape_ptr, pos_ptr, classes, is_end, s, path, ca
         read += 1
 
 
+_NO_ENDS = np.zeros(0, np.bool_)
+
+
 @njit(cache=True, nogil=True)
 def consumes_more(trans, call_ptr, shape_ptr, pos_ptr, classes, s, n):  # pragma: no cover - numba
     """Whether some sequence of ``n + 1`` plain characters may be consumed inside the frame of
     ``s`` (True also when it cannot tell: a call on the way, too wide a frontier).  False means
     ``n`` is also an upper bound: a plain token longer than that needs the frame below."""
-    frontier = np.empty(_MAX_AFTER, np.int32)
-    nxt = np.empty(_MAX_AFTER, np.int32)
-    stack_q = np.empty(64, np.int32)
-    stack_p = np.empty(64, np.int32)
-    frontier[0] = s
-    nf = 1
-    for _ in range(n + 1):
-        nn = 0
-        for i in range(nf):
-            nn = _one_char(trans, call_ptr, shape_ptr, pos_ptr, classes, frontier[i], False, True, nxt, nn,
-                           stack_q, stack_p)
-            if nn < 0:
-                return True
-        if nn == 0:
-            return False
-        frontier[:nn] = nxt[:nn]
-        nf = nn
-    return True
+    depth, _ = _reach(trans, call_ptr, shape_ptr, pos_ptr, classes, _NO_ENDS, s, n + 1)
+    return depth < 0 or depth > n
 
 
 @njit(cache=True, nogil=True)

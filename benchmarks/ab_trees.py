@@ -14,7 +14,7 @@ trees get their own tokenizer and compiler (``schema_conformance.Pda``), their k
 an untimed warm-up schema; then every schema runs on A and on B back to back (``run_schema``,
 MaskBench's protocol), A first on even schemas.  Prints per tree the fills, total, mean, p50, p99
 and slowest fill, passes and false accepts, then B/A of the total fill time and the geomean and
-median of the per-schema B/A ratios.  With ``--grammar`` (``json-builtin`` or a bundled grammar's
+median of the per-schema B/A ratios, and each tree's three schemas with the slowest fills.  With ``--grammar`` (``json-builtin`` or a bundled grammar's
 name) the workload is ``bench_masks.py``'s for that grammar instead: each tree compiles it afresh
 (``--reps`` times, no cache), and the documents run on A and on B back to back, one fill per token;
 the per-schema ratios are then per document.
@@ -118,6 +118,7 @@ def main() -> None:
     gc.freeze()
     fills: dict[str, list[float]] = {t: [] for t in trees}
     per_schema: dict[str, list[float]] = {t: [] for t in trees}
+    slowest: dict[str, list[tuple[float, str]]] = {t: [] for t in trees}
     passed = dict.fromkeys(trees, 0)
     false_accepts = dict.fromkeys(trees, 0)
     for i, it in enumerate(items):
@@ -126,9 +127,13 @@ def main() -> None:
             rec, times = sc.run_schema(engines[tree], it, encoded[it["id"]], 30)
             fills[tree].extend(times)
             per_schema[tree].append(sum(times))
+            slowest[tree].append((max(times, default=0.0), it["id"]))
             passed[tree] += bool(rec.get("passed"))
             false_accepts[tree] += rec.get("false_accepts") or 0
     _report(trees, fills, per_schema, passed, false_accepts)
+    for tree, name in zip(trees, "AB"):
+        top = sorted(slowest[tree], reverse=True)[:3]
+        print(f"{name} slowest fills: " + ", ".join(f"{sid} {t * 1e3:.1f} ms" for t, sid in top))
 
 
 def _grammar_ab(args: argparse.Namespace, trees: list[str], switch: Trees, hf: Any) -> None:

@@ -20,7 +20,9 @@ How the schema becomes a grammar:
   ``const``/``enum`` values, a required property with disjoint values, disjoint string automata
   or number ranges, closed objects with no key in common), a category that two branches accept
   whole being left out; otherwise each branch is taken together with the complements of the
-  others, when those can be built.
+  others, when those can be built.  Branches of the union that are strings alone and need
+  automata (patterns with their complements, formats) become one automaton, their union
+  (:func:`.patterns.emit_string_union`): one lexical state for the value, not one per branch.
 * ``not`` and the ``if`` of ``if``/``then``/``else`` through complements (:mod:`.negate`:
   types but integer alone, bounds, lengths, patterns, formats, ``required``, ``properties``,
   ``enum``/``const`` of scalars, ``allOf``/``anyOf``/``not``/``$ref``);
@@ -92,6 +94,7 @@ from .layout import Layout, Whitespace
 from .merge import Merged, merge
 from .negate import negate
 from .numbers import any_number
+from .patterns import emit_string_union
 from .strings import ANY_CHAR, quoted, spell
 from .tidy import inline_single_use
 from .values import ValueChecker
@@ -170,6 +173,19 @@ def _load(schema: Any) -> dict[str, Any] | bool:
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a JSON Schema is an object or a boolean, not {type(schema).__name__}")
     return schema
+
+
+def _parts(conj: Conj) -> tuple[list[Call], list[Loc]]:
+    """A conjunction's ``$ref`` calls and plain schema objects, each once."""
+    calls: list[Call] = []
+    plain: list[Loc] = []
+    for a in conj:
+        if isinstance(a, Call):
+            if not any(x.loc.ptr == a.loc.ptr and x.loc.base == a.loc.base for x in calls):
+                calls.append(a)
+        elif not any(x is a or (x.ptr == a.ptr and x.schema is a.schema) for x in plain):
+            plain.append(a)
+    return calls, plain
 
 
 def _cross(a: list[Conj], b: list[Conj]) -> list[Conj]:
@@ -378,19 +394,32 @@ class Compiler(Context):
         # A new value: the references being inlined around it are no in-place recursion here.
         saved, self._inlining = self._inlining, []
         try:
-            return alt(*(self._compile_conj(conj, depth) for conj in dnf))
+            return alt(*self._compile_union(dnf, depth))
         finally:
             self._inlining = saved
 
-    def _compile_conj(self, conj: Conj, depth: int) -> Expr:
-        calls: list[Call] = []
-        plain: list[Loc] = []
-        for a in conj:
-            if isinstance(a, Call):
-                if not any(x.loc.ptr == a.loc.ptr and x.loc.base == a.loc.base for x in calls):
-                    calls.append(a)
-            elif not any(x is a or (x.ptr == a.ptr and x.schema is a.schema) for x in plain):
-                plain.append(a)
+    def _compile_union(self, dnf: list[Conj], depth: int) -> list[Expr]:
+        """The texts of each conjunction; those that are strings alone (no ``$ref`` left, ``type``
+        string, no ``enum``) and need automata, when two or more, as one string
+        (:func:`.patterns.emit_string_union`)."""
+        merged: dict[int, Merged] = {}
+        if len(dnf) > 1:
+            for i, conj in enumerate(dnf):
+                calls, plain = _parts(conj)
+                if plain and not calls:
+                    merged[i] = merge(plain, strict=self.strict)
+        strings = [i for i, m in merged.items() if m.types == {"string"} and m.enum is None]
+        union = emit_string_union(self, [merged[i] for i in strings]) if len(strings) > 1 else None
+        if union is None:
+            return [self._compile_conj(conj, depth, merged.get(i)) for i, conj in enumerate(dnf)]
+        expr, covered = union[0], {strings[k] for k in union[1]}
+        return [expr] + [self._compile_conj(conj, depth, merged.get(i)) for i, conj in enumerate(dnf) if i not in covered]
+
+    def _compile_conj(self, conj: Conj, depth: int, merged: Merged | None = None) -> Expr:
+        """The texts of one conjunction (``merged``: its plain objects merged, when already done)."""
+        if merged is not None:
+            return emit_merged(self, merged, depth)
+        calls, plain = _parts(conj)
         if not calls and not plain:
             return self.any_value(depth)
         if len(calls) == 1 and not plain:

@@ -22,7 +22,7 @@ from .merge import Merged, merge
 from .strings import ANY_CHAR, dfa_to_json, quoted, spell, spell_expr
 
 __all__ = [
-    "Lang", "pattern_expr", "pattern_dfa", "format_dfa", "pattern_matches", "lang_dfa", "string_dfa_of",
+    "Lang", "emit_string_union", "pattern_expr", "pattern_dfa", "format_dfa", "pattern_matches", "lang_dfa", "string_dfa_of",
     "names_dfa", "restrict_len", "emit_string", "MAX_STRING_STATES",
 ]
 
@@ -181,15 +181,7 @@ def string_dfa_of(c: Context, m: Merged) -> fsm.DFA:
         return fsm.literal_set_dfa(v for v in m.enum if isinstance(v, str) and c.value_ok(v, m))
     if "string" not in m.types:
         return fsm.EMPTY
-    d = fsm.length_dfa(m.min_len, m.max_len)
-    banned = [v for v in m.excluded if isinstance(v, str)]
-    if banned:
-        d = fsm.difference(d, fsm.literal_set_dfa(banned))
-    for lang in _string_langs(c, m):
-        d = fsm.intersect(d, lang_dfa(c, lang))
-    for lang in _string_negs(c, m):
-        d = fsm.difference(d, lang_dfa(c, lang))
-    return d
+    return _combined_dfa(c, m, _string_langs(c, m))
 
 
 MAX_STRING_STATES = 300
@@ -210,32 +202,14 @@ def _universal(c: Context, lang: Lang) -> bool:
 
 
 def emit_string(c: Context, m: Merged) -> Expr:
+    plain = _plain_string(c, m)
+    if plain is not None:
+        return plain
     langs = [lang for lang in _string_langs(c, m) if not _universal(c, lang)]
-    negs = _string_negs(c, m)
     lo, hi = m.min_len, m.max_len
-    if hi is not None and hi < lo:
-        return NOTHING
-    banned = [v for v in m.excluded if isinstance(v, str)]
-    if not langs and not banned and not negs:
-        return quoted(repeat(spell(ANY_CHAR), lo, hi))
-    if len(langs) == 1 and not banned and not negs:
-        if lo == 0 and hi is None:
-            key = ("spelled",) + langs[0][1]
-            if key not in c.memo:
-                c.memo[key] = quoted(spell_expr(langs[0][0]))
-            return c.memo[key]
-        r = restrict_len(langs[0][0], lo, hi)
-        if r is not None:
-            return quoted(spell_expr(r))
     where = (m.patterns or m.formats or [("", m.enum_ptr)])[0][1]
     try:
-        d = fsm.length_dfa(lo, hi)
-        if banned:
-            d = fsm.difference(d, fsm.literal_set_dfa(banned))
-        for lang in langs:
-            d = fsm.intersect(d, lang_dfa(c, lang))
-        for lang in negs:
-            d = fsm.difference(d, lang_dfa(c, lang))
+        d = _combined_dfa(c, m, langs)
         if d.size <= MAX_STRING_STATES:
             return quoted(dfa_to_json(d, c.add_rule, c.fresh("str")))
     except FsmTooLarge:
@@ -243,6 +217,76 @@ def emit_string(c: Context, m: Merged) -> Expr:
     c.unsupported("the string constraints (pattern, format, minLength/maxLength) are too large to combine "
                   "exactly", where)
     return quoted(spell_expr(langs[0][0])) if langs else quoted(repeat(spell(ANY_CHAR), lo, hi))
+
+
+def _plain_string(c: Context, m: Merged) -> Expr | None:
+    """``m``'s strings spelled from one pattern or format (or none) without an automaton: its
+    expression, its repetition counts rewritten for the length bounds; None when they need the
+    automaton of the combined constraints."""
+    langs = [lang for lang in _string_langs(c, m) if not _universal(c, lang)]
+    negs = _string_negs(c, m)
+    lo, hi = m.min_len, m.max_len
+    if hi is not None and hi < lo:
+        return NOTHING
+    if any(isinstance(v, str) for v in m.excluded) or negs or len(langs) > 1:
+        return None
+    if not langs:
+        return quoted(repeat(spell(ANY_CHAR), lo, hi))
+    if lo == 0 and hi is None:
+        key = ("spelled",) + langs[0][1]
+        if key not in c.memo:
+            c.memo[key] = quoted(spell_expr(langs[0][0]))
+        return c.memo[key]
+    r = restrict_len(langs[0][0], lo, hi)
+    return None if r is None else quoted(spell_expr(r))
+
+
+def _combined_dfa(c: Context, m: Merged, langs: list[Lang]) -> fsm.DFA:
+    """The automaton of ``m``'s strings: lengths, less the excluded values, within ``langs``,
+    outside the negated patterns and formats."""
+    d = fsm.length_dfa(m.min_len, m.max_len)
+    banned = [v for v in m.excluded if isinstance(v, str)]
+    if banned:
+        d = fsm.difference(d, fsm.literal_set_dfa(banned))
+    for lang in langs:
+        d = fsm.intersect(d, lang_dfa(c, lang))
+    for lang in _string_negs(c, m):
+        d = fsm.difference(d, lang_dfa(c, lang))
+    return d
+
+
+MAX_UNION_STATES = 2000
+
+
+def emit_string_union(c: Context, ms: list[Merged]) -> tuple[Expr, list[int]] | None:
+    """One string for the branches of ``ms`` (strings alone: a ``oneOf``/``anyOf`` of patterns,
+    formats, their complements) that need automata: the union of those automata, so the value is
+    one lexical state, not one per branch; with the indices of the branches it covers.
+
+    Emitted apart, each such branch is a rule of its own (an automaton written back as rules), and
+    each is a top of the stack after the opening quote, classified over the vocabulary on its first
+    visit and filled at each character (Github_hard/o12278: a ``oneOf`` of seven unanchored words,
+    each "this word and none of the others": seven tops of 30-90 states, 24-48 ms for that fill).
+    Branches spelled from one expression (:func:`_plain_string`) stay apart: inlined beside each
+    other they are determinized together anyway, at less cost than their union written back.
+    None (emit them apart) when fewer than two need automata, one cannot be built, or the union
+    passes :data:`MAX_UNION_STATES` states.
+    """
+    saved, c.probing = c.probing, True
+    try:
+        need = [i for i, m in enumerate(ms) if _plain_string(c, m) is None]
+        if len(need) < 2:
+            return None
+        d = fsm.EMPTY
+        for i in need:
+            d = fsm.union(d, _combined_dfa(c, ms[i], [x for x in _string_langs(c, ms[i]) if not _universal(c, x)]))
+            if d.size > MAX_UNION_STATES:
+                return None
+    except (FsmTooLarge, RegexError, SchemaError):
+        return None
+    finally:
+        c.probing = saved
+    return quoted(dfa_to_json(d, c.add_rule, c.fresh("str"))), need
 
 
 def pattern_dfa(c: Context, pattern: str, ptr: str) -> fsm.DFA | None:

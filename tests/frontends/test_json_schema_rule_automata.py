@@ -7,6 +7,9 @@ many language-tag patterns), so here the budget is made small, and each schema i
 ways: what the adversarial sampler of :mod:`.test_json_schema_generation` completes with either
 form, ``jsonschema`` validates and the other form accepts; and for the schemas with cycles, every
 short key over their alphabet is decided as ``jsonschema`` decides it.
+
+The string branches of a ``oneOf`` that need automata are one automaton, their union: one top
+after the opening quote, decided as ``jsonschema`` decides.
 """
 
 from __future__ import annotations
@@ -19,13 +22,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pda import GrammarCompiler, dfa_to_ir
+from pda import Grammar, GrammarCompiler, dfa_to_ir
 from pda.errors import EmptyLanguageError, UnsupportedSchemaError
 from pda.frontends.json_schema import strings
 
 from .test_json_schema_generation import (
     GENERATED, GENERATIONS, STYLES, Vocab, check_instance, generated_schemas, make_vocab, oracle, sample,
 )
+
+jsonschema = pytest.importorskip("jsonschema")
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +119,43 @@ def test_string_automata_as_rules_small_bpe(small_vocab: Vocab, monkeypatch: pyt
                     assert compiled.grammar.accepts(json.dumps(doc)) == want, (name, doc, want)
     else:
         assert made["rules"] >= 20, made
+
+
+# A oneOf of unanchored words (Github_hard/o12278): each branch is "this word and none of the
+# others", an automaton of its own.
+WORDS = ["NEW", "ON_APPROVAL", "ON_SIGNING", "EXECUTED", "DEPRECATED", "REJECTED"]
+
+
+@pytest.mark.parametrize("kw", ["oneOf", "anyOf"])
+def test_string_branches_needing_automata_are_one_lexical_state(kw: str) -> None:
+    """The string branches of a oneOf that need automata become one automaton (their union): one
+    top after the opening quote, not one per branch (six before), and exact."""
+    value = {"type": "string", kw: [{"pattern": w} for w in WORDS]}
+    schema = {"type": "object", "properties": {"s": value, "n": {"type": "integer"}}, "required": ["s"],
+              "additionalProperties": False}
+    g = Grammar.from_json_schema(schema)
+    walker = g._walker()
+    cfg = walker.initial()
+    for b in b'{"s":"':
+        cfg = walker.step(cfg, b)
+    assert len(cfg.tops) == 1
+    texts = ["".join(p) for n in range(3) for p in itertools.product("NEWO_", repeat=n)]
+    texts += [a + w + b for w in WORDS for a in ("", "x", "NE") for b in ("", "D", "W")]
+    texts += [w + "-" + v for w in WORDS for v in WORDS]
+    validator = jsonschema.Draft202012Validator(schema)
+    for t in texts:
+        doc = json.dumps({"s": t})
+        assert g.accepts(doc) == validator.is_valid({"s": t}), (kw, t)
+
+
+def test_string_union_keeps_other_branches() -> None:
+    """Branches that are not strings alone, or need no automaton, stay beside the union."""
+    schema = {"oneOf": [{"type": "string", "pattern": "ab", "not": {"pattern": "c"}},
+                        {"type": "string", "pattern": "^x", "maxLength": 3, "not": {"pattern": "ab"}},
+                        {"type": "integer"}, {"type": "string", "format": "date"}]}
+    g = Grammar.from_json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    values: list[Any] = [1, -3, 1.5, None, "ab", "abc", "xab", "x", "xy", "xyz", "xyzw", "zab", "2024-01-31",
+                         "2024-13-01", "cab", "", "xc"]
+    for v in values:
+        assert g.accepts(json.dumps(v)) == validator.is_valid(v), v

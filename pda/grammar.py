@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .automaton import DEFAULT_MAX_STATES, Automaton, automaton_of
 from .errors import GrammarError
@@ -12,7 +12,7 @@ from .grammars import dialect_of, source_text
 from .ir import GrammarIR, to_ebnf
 from .limits import DEFAULT_MAX_COMPILE_SECONDS, compile_budget
 from .walker import ByteMatcher, Walker, as_bytes, validate_bytes
-from .normalize import ROOT
+from .normalize import ROOT, NormalGrammar
 from .stack import DEFAULT_MAX_STACK_DEPTH, StackArena
 
 __all__ = ["Grammar"]
@@ -35,9 +35,10 @@ class Grammar:
         self, ir: GrammarIR, *, max_states: int = DEFAULT_MAX_STATES,
         max_stack_depth: int = DEFAULT_MAX_STACK_DEPTH, max_compile_seconds: float | None = DEFAULT_MAX_COMPILE_SECONDS,
     ) -> None:
-        self.ir = ir
         with compile_budget(max_compile_seconds):
-            self.normal, self.automaton = automaton_of(ir, max_states=max_states)
+            normal, self.automaton = automaton_of(ir, max_states=max_states)
+        self._trees: tuple[GrammarIR, NormalGrammar] | None = (ir, normal)
+        self._start, self._num_rules = ir.start, len(ir.rules)
         self.max_stack_depth = max_stack_depth
 
     # ------------------------------------------------------------------ constructors
@@ -112,8 +113,47 @@ class Grammar:
         g.automaton = automaton
         g.max_stack_depth = max_stack_depth
         g.json_pointers = json_pointers
-        g._texts = (start, ebnf, ebnf_normalized)
+        g._trees = None
+        g._start, g._num_rules = start, ebnf.count(b"\n")
+        g._texts = (ebnf, ebnf_normalized)
         return g
+
+    # ------------------------------------------------------------------ the rules' trees
+
+    _rebuild: Callable[[], Grammar] | None = None  # makes the trees again after _release_trees
+    _texts: tuple[bytes, bytes] | None = None  # to_ebnf's two texts, once asked for (or read back)
+
+    @property
+    def ir(self) -> GrammarIR:
+        """The rules as the frontend gave them."""
+        return self._kept_trees()[0]
+
+    @property
+    def normal(self) -> NormalGrammar:
+        """The rules after normalisation (what the automaton was built from)."""
+        return self._kept_trees()[1]
+
+    def _kept_trees(self) -> tuple[GrammarIR, NormalGrammar]:
+        trees = self._trees
+        if trees is None:
+            if self._rebuild is None:
+                raise AttributeError("a grammar read back from bytes holds no ir or normal form (to_ebnf gives its rules)")
+            trees = self._trees = self._rebuild()._kept_trees()
+        return trees
+
+    def _release_trees(self, rebuild: Callable[[], Grammar]) -> None:
+        """Let go of ``ir`` and ``normal``; ``rebuild`` (the same grammar built again) makes them
+        on demand.  Nothing that matches, fills masks or validates reads them.
+
+        Their nodes are most of a compiled grammar's Python objects (Snowplow/sp_0_Normalized: about
+        12,500 of 14,900), and every full garbage collection walks each object alive: in a server
+        holding many compiled grammars, that is the pause every request waits through.
+        :class:`~pda.compiler.GrammarCompiler` releases the grammars it builds once their compile
+        (and disk write) is done; ``to_ebnf`` then reads its texts when they were made (a disk
+        write makes them), else rebuilds.
+        """
+        self._rebuild = rebuild
+        self._trees = None
 
     # ------------------------------------------------------------------ matching
 
@@ -149,25 +189,24 @@ class Grammar:
 
     # ------------------------------------------------------------------ introspection
 
-    _texts: tuple[str, bytes, bytes] | None = None  # (start, ebnf, normalised ebnf) of a deserialised grammar
-
     @property
     def start(self) -> str:
-        return self._texts[0] if self._texts is not None else self.ir.start
+        return self._start
 
     def to_ebnf(self, *, normalized: bool = False) -> str:
         """The grammar as GBNF text: as written (default) or after normalisation."""
-        if self._texts is not None:
-            return (self._texts[2] if normalized else self._texts[1]).decode()
-        if normalized:
-            rules = self.normal.rules
-            return "\n".join(f"{'root' if n == ROOT else n} ::= {to_ebnf(b)}" for n, b in rules.items()) + "\n"
-        return "\n".join(f"{n} ::= {to_ebnf(b)}" for n, b in self.ir.rules.items()) + "\n"
+        texts = self._texts
+        if texts is None:
+            ir, normal = self._kept_trees()
+            written = "\n".join(f"{n} ::= {to_ebnf(b)}" for n, b in ir.rules.items()) + "\n"
+            rules = normal.rules
+            norm = "\n".join(f"{'root' if n == ROOT else n} ::= {to_ebnf(b)}" for n, b in rules.items()) + "\n"
+            texts = self._texts = (written.encode(), norm.encode())
+        return texts[1 if normalized else 0].decode()
 
     def __repr__(self) -> str:
         a = self.automaton
-        nrules = len(self.ir.rules) if self._texts is None else self._texts[1].count(b"\n")
-        return (f"<pda.Grammar start={self.start!r} rules={nrules} pda_rules={len(a.rule_names)} "
+        return (f"<pda.Grammar start={self.start!r} rules={self._num_rules} pda_rules={len(a.rule_names)} "
                 f"states={a.num_states} classes={a.num_classes}>")
 
 

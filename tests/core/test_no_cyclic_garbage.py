@@ -4,10 +4,12 @@ Whatever a compile allocates must be freed by reference counting when it is done
 kept alive by a cycle (a recursive closure over a memo table, a compiler and its helpers pointing
 at each other) waits for Python's full garbage collection, and the IR it holds makes that
 collection long: a pause of 0.1-0.3 s in a server, in whichever request's decode step it lands.
+For the same reason a compiled grammar keeps no IR once its compile is done.
 """
 
 from __future__ import annotations
 
+import copy
 import gc
 import types
 import weakref
@@ -17,6 +19,7 @@ from typing import Callable
 from pda import GrammarCompiler, GrammarMatcher, TokenizerInfo
 from pda import kernel_entry, kernel_refs
 from pda.grammar import Grammar
+from pda.ir import Expr
 
 GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
 
@@ -122,3 +125,46 @@ def test_dropped_grammars_are_freed() -> None:
     assert automaton() is None
     assert not any(k[1] == kernel_id for k in kernel_entry._entries)
     assert kernel_id not in kernel_refs._refs
+
+
+def _ir_nodes_from(root: object) -> int:
+    """How many IR nodes are reachable from ``root`` through instances and containers (not through
+    functions, classes or modules, which reach everything)."""
+    skip = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+    seen: set[int] = set()
+    todo, found = [root], 0
+    while todo:
+        o = todo.pop()
+        if id(o) in seen or isinstance(o, skip):
+            continue
+        seen.add(id(o))
+        found += isinstance(o, Expr)
+        todo.extend(gc.get_referents(o))
+    return found
+
+
+def test_compiled_grammars_keep_no_ir() -> None:
+    """A grammar a GrammarCompiler builds lets go of its IR and normal form once compiled: they
+    are most of its Python objects, and every full garbage collection walks each object alive.
+    ``to_ebnf`` and ``ir`` come back on demand, equal, built again from a snapshot of the schema
+    (the caller's object may change meanwhile).  A Grammar the caller passes in keeps its own."""
+    tokens = [bytes([b]) for b in range(256)] + [b"<eos>"]
+    info = TokenizerInfo.from_vocab_bytes(tokens, stop_token_ids=[256])
+    compiler = GrammarCompiler(info, cache=False)
+    schema = copy.deepcopy(SCHEMAS[0])
+    compiled = compiler.compile_json_schema(schema)
+    compiler.wait()
+    fresh = Grammar.from_json_schema(SCHEMAS[0])
+    assert _ir_nodes_from(fresh) > 100
+    assert _ir_nodes_from(compiled) == 0
+    schema["properties"]["n"]["minimum"] = 5
+    assert compiled.grammar.to_ebnf(normalized=True) == fresh.to_ebnf(normalized=True)
+    assert compiled.grammar.to_ebnf() == fresh.to_ebnf()
+    assert list(compiled.grammar.ir.rules) == list(fresh.ir.rules)
+    for compile_text in (lambda: compiler.compile_lark((GRAMMARS / "arithmetic.lark").read_text()),
+                         lambda: compiler.compile_regex(r"[a-z]+@example\.(com|org)")):
+        assert _ir_nodes_from(compile_text()) == 0
+    own = Grammar.from_ebnf((GRAMMARS / "sql_select.gbnf").read_text())
+    compiler.compile_grammar(own)
+    compiler.wait()
+    assert _ir_nodes_from(own) > 100

@@ -6,8 +6,13 @@ every token (20-150 ns a token over 129k tokens: 3-30 ms per first visit of a st
 token made only of *plain* characters is consumed there depends only on how many characters it
 has and how many the chain still takes.
 
-A plain character is a complete UTF-8 character other than the quote, the backslash and
-U+0000..U+001F: one that stands for itself inside a JSON string.
+A plain character is a complete UTF-8 character other than the quote, the backslash,
+U+0000..U+001F and the line and paragraph separators U+2028 and U+2029: one that stands for itself
+inside a JSON string, and that a JSON Schema pattern's ``.`` matches too (ECMA-262's ``.`` matches
+no line terminator).  Without the two separators, the states of a string whose pattern has ``.*``
+(``[^\n\r\u2028\u2029]`` in the automaton) have runs like those of any string: with them, those
+states had none, and each first visit walked the whole vocabulary (Github_hard/o89194: 8-12 ms a
+state).  Tokens holding U+2028 or U+2029 are walked.
 
 * :func:`plain_char_counts` gives, per token of a trie, its number of characters when all of them
   are plain, else -1 (built once per tokenizer).
@@ -69,7 +74,11 @@ _SHAPES: tuple[tuple[tuple[int, int], ...], ...] = (
     ((0x20, 0x21),), ((0x23, 0x5B),), ((0x5D, 0x7F),),
     ((0xC2, 0xDF), (0x80, 0xBF)),
     ((0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)),
-    ((0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xE1, 0xE1), (0x80, 0xBF), (0x80, 0xBF)),
+    ((0xE2, 0xE2), (0x80, 0x80), (0x80, 0xA7)),  # U+2000..U+2027
+    ((0xE2, 0xE2), (0x80, 0x80), (0xAA, 0xBF)),  # U+202A..U+203F: U+2028 and U+2029 are not plain
+    ((0xE2, 0xE2), (0x81, 0xBF), (0x80, 0xBF)),
+    ((0xE3, 0xEC), (0x80, 0xBF), (0x80, 0xBF)),
     ((0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)),
     ((0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)),
     ((0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
@@ -113,7 +122,7 @@ def _plain_counts(data, offsets, lo, hi, partial):  # pragma: no cover - numba
         chars = 0
         while a < b:
             width = 0
-            for k in range(lo.shape[0]):
+            for k in range(lo.shape[0]):  # several shapes may share a first byte (0xE2)
                 if lo[k, 0] <= data[a] <= hi[k, 0]:
                     w = 1
                     while w < 4 and hi[k, w] >= 0:
@@ -125,7 +134,7 @@ def _plain_counts(data, offsets, lo, hi, partial):  # pragma: no cover - numba
                             good = False
                     if good:
                         width = end - a
-                    break
+                        break
             if width == 0:
                 chars = -1
                 break

@@ -28,9 +28,10 @@ SCHEMAS: list[dict[str, Any]] = [
                                       "b": {"type": "string", "maxLength": 40}}, "required": ["a"]},
     {"type": "array", "items": {"type": "string", "pattern": "^[a-z é]{2,12}$"}},
     {"enum": ["alpha", "beta", "ünï", "x y"]},
+    {"type": "array", "items": {"type": "string", "pattern": "^a.*$", "maxLength": 20}},  # "." has no U+2028
 ]
-# plain characters of 1 to 4 UTF-8 bytes, and one that is not plain inside a JSON string
-PLAIN = ["a", "Z", "7", " ", "~", "é", "中", "😀", "\u2028", "\x7f"]
+# plain characters of 1 to 4 UTF-8 bytes (U+2027 and U+202A beside the separators, which are not plain)
+PLAIN = ["a", "Z", "7", " ", "~", "é", "中", "😀", "\u2027", "\u202a", "—", "\x7f"]
 
 
 def _runs(g: Grammar) -> np.ndarray:
@@ -40,13 +41,14 @@ def _runs(g: Grammar) -> np.ndarray:
 
 def test_plain_char_counts() -> None:
     tokens = [b"abc", b'a"', b"\\n", b"\x1f", b"\xc3", b"\xc3\xa9", b"\xed\xa0\x80", "😀x".encode(), b" ", b"\x7f",
-              b"\xa9", "中文".encode()]
+              b"\xa9", "中文".encode(), "\u2028".encode(), "a\u2029".encode(), "\u2027\u202a—€".encode()]
     info = TokenizerInfo.from_vocab_bytes(tokens)
     trie = info.trie
     got = {trie.data[trie.offsets[i]:trie.offsets[i + 1]].tobytes(): int(c)
            for i, c in enumerate(plain_char_counts(trie))}
     assert got == {b"abc": 3, b'a"': -1, b"\\n": -1, b"\x1f": -1, b"\xc3": -1, b"\xc3\xa9": 1, b"\xed\xa0\x80": -1,
-                   "😀x".encode(): 2, b" ": 1, b"\x7f": 1, b"\xa9": -1, "中文".encode(): 2}
+                   "😀x".encode(): 2, b" ": 1, b"\x7f": 1, b"\xa9": -1, "中文".encode(): 2, "\u2028".encode(): -1,
+                   "a\u2029".encode(): -1, "\u2027\u202a—€".encode(): 4}
 
 
 def test_plain_prefix_counts() -> None:
@@ -55,7 +57,8 @@ def test_plain_prefix_counts() -> None:
     sequence that no character starts with (an overlong form, a surrogate, beyond U+10FFFF)."""
     tokens = {b"abc": 3, b'a"': -1, b"\xc3": 1, b"\xc3\xa9": 1, b"ab\xe4\xb8": 3, b"\xe4": 1, b"\xa9": -1,
               b"a\xc3b": -1, b"\xed\xa0": -1, b"\xed\x9f": 1, b"\xe0\x80": -1, b"\xe0\xa0": 1, b"\xf4\x90": -1,
-              b"\xf4\x8f\xbf": 1, "😀x".encode(): 2, b"x\x1f": -1, b"\xc3\\": -1, b"\xc3\xa9\xc3": 2}
+              b"\xf4\x8f\xbf": 1, "😀x".encode(): 2, b"x\x1f": -1, b"\xc3\\": -1, b"\xc3\xa9\xc3": 2,
+              b"a\xe2\x80": 2, b"\xe2\x81": 1, "\u2028".encode(): -1, b"a\xe2\x80\xa9b": -1}
     trie = TokenizerInfo.from_vocab_bytes(list(tokens)).trie
     got = {trie.data[trie.offsets[i]:trie.offsets[i + 1]].tobytes(): int(c)
            for i, c in enumerate(plain_prefix_counts(trie))}
@@ -74,6 +77,8 @@ def test_runs_are_sound(source: int | str) -> None:
     rng = random.Random(str(source))
     states = np.flatnonzero(run > 0).tolist()
     assert bool(states) == (source not in (3, 4))  # a pattern of a few letters, an enum: no run of every character
+    if source == 5:  # after the "a" of "^a.*$", as many as the length allows (none while the separators were plain)
+        assert run[_after(g, '["a')].tolist() == [19]
     for s in rng.sample(states, min(len(states), 150)):
         texts = ["".join(rng.choice(PLAIN) for _ in range(rng.randint(1, min(8, int(run[s]))))) for _ in range(6)]
         codes = walk_tokens_reference(g.automaton, [t.encode() for t in texts], s, [], False)
@@ -127,8 +132,8 @@ def _all_classes(info: TokenizerInfo, source: dict[str, Any] | str) -> dict[int,
     return out
 
 
-@pytest.mark.parametrize("schema", [*SCHEMAS[1:4], {"type": "string", "minLength": 3, "maxLength": 3000}, NESTED,
-                                    ESCAPING])
+@pytest.mark.parametrize("schema", [*SCHEMAS[1:4], SCHEMAS[5], {"type": "string", "minLength": 3, "maxLength": 3000},
+                                    NESTED, ESCAPING])
 def test_classes_equal_without_the_shortcut(schema: dict[str, Any] | str, deepseek_tokenizer: Any,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The token classes of every state, with and without plain runs, over 6,000 DeepSeek tokens
@@ -136,7 +141,8 @@ def test_classes_equal_without_the_shortcut(schema: dict[str, Any] | str, deepse
     blocks take the shortcut to uncertain tokens too."""
     every = [b for b in TokenizerInfo.from_huggingface(deepseek_tokenizer).token_bytes if b]
     rng = random.Random(0)
-    tokens = sorted(set(rng.sample(every, 6000)) | {b'"', b'",', b"a", b"ab", b"\\n", "é".encode()})
+    tokens = sorted(set(rng.sample(every, 6000)) | {b'"', b'",', b"a", b"ab", b"\\n", "é".encode(), "\u2028".encode(),
+                                                    "a\u2029b".encode(), "\u2027".encode(), 'a\u2028"'.encode()})
     with_runs = _all_classes(TokenizerInfo.from_vocab_bytes(tokens), schema)
     monkeypatch.setattr(precompute, "plain_runs", lambda trans, *rest, **options: np.zeros(trans.shape[0], np.int16))
     without = _all_classes(TokenizerInfo.from_vocab_bytes(tokens), schema)
@@ -248,7 +254,8 @@ def test_masks_equal_without_the_stack_shortcut(deepseek_tokenizer: Any, monkeyp
 
     every = [b for b in TokenizerInfo.from_huggingface(deepseek_tokenizer).token_bytes if b]
     rng = random.Random(2)
-    tokens = sorted(set(rng.sample(every, 6000)) | {b'"', b'",', b"a", b"ab", b"\\n", "é".encode()})
+    tokens = sorted(set(rng.sample(every, 6000)) | {b'"', b'",', b"a", b"ab", b"\\n", "é".encode(), "\u2028".encode(),
+                                                    "a\u2029b".encode(), "\u2027".encode(), 'a\u2028"'.encode()})
     schema = {"type": "object", "properties": {"a": {"type": "string", "minLength": 10, "maxLength": 600}}}
     text = '{"a": "' + "".join(rng.choice(PLAIN[:8]) for _ in range(597)) + '"}'
     with_runs = _masks(TokenizerInfo.from_vocab_bytes(tokens), schema, text)

@@ -364,9 +364,10 @@ class GrammarCompiler:
         compiled.compile_seconds = time.perf_counter() - t0
         if key is not None and self.disk_cache is not None:
             later.append(lambda: self._store(key, compiled))
+        in_background = self._precompute == "auto" and self._eager_background and bool(later)
         if rebuildable:  # after the disk write, which prints the trees
             later.append(lambda: grammar._release_trees(build))
-        if self._precompute == "auto" and self._eager_background and len(later) > rebuildable:  # not the release alone
+        if in_background:
             self._in_background(later)
         else:
             for task in later:

@@ -201,11 +201,16 @@ def _universal(c: Context, lang: Lang) -> bool:
     return bool(c.memo[key])
 
 
+def _narrowing_langs(c: Context, m: Merged) -> list[Lang]:
+    """``m``'s patterns and formats but those every string matches."""
+    return [lang for lang in _string_langs(c, m) if not _universal(c, lang)]
+
+
 def emit_string(c: Context, m: Merged) -> Expr:
     plain = _plain_string(c, m)
     if plain is not None:
         return plain
-    langs = [lang for lang in _string_langs(c, m) if not _universal(c, lang)]
+    langs = _narrowing_langs(c, m)
     lo, hi = m.min_len, m.max_len
     where = (m.patterns or m.formats or [("", m.enum_ptr)])[0][1]
     try:
@@ -223,7 +228,7 @@ def _plain_string(c: Context, m: Merged) -> Expr | None:
     """``m``'s strings spelled from one pattern or format (or none) without an automaton: its
     expression, its repetition counts rewritten for the length bounds; None when they need the
     automaton of the combined constraints."""
-    langs = [lang for lang in _string_langs(c, m) if not _universal(c, lang)]
+    langs = _narrowing_langs(c, m)
     negs = _string_negs(c, m)
     lo, hi = m.min_len, m.max_len
     if hi is not None and hi < lo:
@@ -279,7 +284,7 @@ def emit_string_union(c: Context, ms: list[Merged]) -> tuple[Expr, list[int]] | 
             return None
         d = fsm.EMPTY
         for i in need:
-            d = fsm.union(d, _combined_dfa(c, ms[i], [x for x in _string_langs(c, ms[i]) if not _universal(c, x)]))
+            d = fsm.union(d, _combined_dfa(c, ms[i], _narrowing_langs(c, ms[i])))
             if d.size > MAX_UNION_STATES:
                 return None
     except (FsmTooLarge, RegexError, SchemaError):

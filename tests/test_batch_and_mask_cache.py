@@ -618,6 +618,31 @@ def test_context_free_masks_equal_the_cached_masks(tok: TokenizerInfo, deepseek_
                     assert t is None or m.accept_token(t)
 
 
+def test_context_free_lookup_keys_equal_the_full_keys(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:
+    """A batch keys a context-free configuration by its top states alone (GrammarMatcher._lookup_key,
+    without the signature machinery of _key): that is the key _key builds for it, so the rows a
+    computation caches are found by it.  Along the documents of every workload, batch fills made
+    before any single fill of the matcher (each configuration met first by the batch) give the
+    single fills' rows."""
+    batch = BatchGrammarMatcher(1)
+    short = 0
+    for name, build, docs in workloads(deepseek_tokenizer):
+        compiled = build(GrammarCompiler(tok, cache=False))
+        for ids in docs[:2]:
+            want = masks_along(compiled, ids)  # classifies the states met
+            m = GrammarMatcher(compiled)
+            bitmask = torch.zeros((1, compiled.words), dtype=torch.int32)
+            for k, t in enumerate([*ids, None]):
+                cfg = m._cfg
+                if m._known_context_free(cfg):
+                    short += 1
+                    assert m._lookup_key(cfg) == m._key(cfg, compiled.signature_depth), f"{name}: step {k}"
+                batch.batch_fill_next_token_bitmask([m], bitmask)
+                assert np.array_equal(bitmask[0].numpy(), want[k]), f"{name}: step {k}"
+                assert t is None or m.accept_token(t)
+    assert short > 100
+
+
 def test_group_keys_are_used_while_they_pay(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A grammar classifies its states through the group keys only while at least half of them take
     a group from the tokenizer's cache (GROUP_KEY_TRIAL): with a fresh tokenizer, the SQL grammar's

@@ -1,9 +1,10 @@
-"""pda.warm_up_kernels: once per process, and afterwards a mask fill loads no kernel.
+"""pda.warm_up_kernels: once per process, and afterwards a mask fill or a schema's compile loads no kernel.
 
 The check runs in a fresh interpreter (in this one, earlier tests have loaded the kernels already):
-after the warm-up, the masks of JSON documents under the built-in grammar and under a schema with a
+after the warm-up, the compile of a schema with a pattern and a format (code-point automata,
+minimised) and the masks of JSON documents under the built-in grammar and under a schema with a
 long ``maxLength`` (blocks, plain runs over the stack) on a byte-level vocabulary with words must
-give no kernel of the fill path a new signature.
+give no kernel of the fill or compile path a new signature.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ import numba
 import pda
 from pda.kernel_warmup import warm_up_kernels
 
-FILL_MODULES = ("pda.token_walk", "pda.group_kernels", "pda.plain_runs", "pda.lookahead", "pda.kernels",
-                "pda.loop_bytes", "pda.thread_sets")
+KERNEL_MODULES = ("pda.token_walk", "pda.group_kernels", "pda.plain_runs", "pda.lookahead", "pda.kernels",
+                  "pda.loop_bytes", "pda.thread_sets", "pda.dfa_kernels", "pda.rule_kernels", "pda.nfa_kernels")
 
 def signatures():
     out = {}
     for name, mod in list(sys.modules.items()):
-        if name in FILL_MODULES:
+        if name in KERNEL_MODULES:
             for k, v in vars(mod).items():
                 if isinstance(v, numba.core.registry.CPUDispatcher) and v.py_func.__module__ == name:
                     out[f"{name}.{k}"] = sorted(map(str, v.signatures))
@@ -42,6 +43,8 @@ words = [bytes([b]) for b in range(256)] + [w.encode() for w in
 tok = pda.TokenizerInfo.from_vocab_bytes(words + [b""], stop_token_ids=len(words))
 compiler = pda.GrammarCompiler(tok, cache=False)
 before = signatures()
+compiler.compile_json_schema({"type": "object", "properties": {"k": {"type": "string", "pattern": "^x[0-9]+y$"},
+                             "d": {"type": "string", "format": "date"}}})
 docs = [(compiler.compile_builtin_json(), '[{"a": [1, 2.5, {"b": null}], "c": "hello world"}, [[true]]]'),
         (compiler.compile_json_schema({"type": "object", "properties": {"s": {"type": "string", "maxLength": 3000},
                                        "n": {"type": "integer"}}, "required": ["s", "n"]}),
@@ -65,7 +68,7 @@ print(json.dumps({"first": first, "again": again, "new": {k: v for k, v in after
 
 
 @pytest.mark.skipif(numba.config.DISABLE_JIT, reason="no kernels to load under NUMBA_DISABLE_JIT")
-def test_after_the_warm_up_a_fill_loads_no_kernel() -> None:
+def test_after_the_warm_up_a_fill_or_a_schema_compile_loads_no_kernel() -> None:
     got = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=300)
     assert got.returncode == 0, got.stderr[-3000:]
     assert "warm_up_kernels failed" not in got.stderr, got.stderr[-3000:]

@@ -46,7 +46,7 @@ from numba import njit
 from .token_walk import KernelAutomaton
 
 __all__ = ["LookaheadScratch", "byte_runs", "make_scratch", "lookahead_key", "lookahead_keys", "frame_key", "first_byte_weight",
-           "class_bits", "rule_min_lengths", "NO_STRING"]
+           "two_byte_weight", "pair_counts", "class_bits", "rule_min_lengths", "NO_STRING"]
 
 _CODE_WORDS = 1 << 18  # int32 words of the encodings of one search
 _MAX_BOUNDS = 16  # bounds one search serves
@@ -472,3 +472,38 @@ def rule_min_lengths(A: KernelAutomaton) -> np.ndarray:
     got = _min_lengths(rev_ptr, rev_src, A.is_end, call_src, A.call_rule, A.call_return, by_ret_ptr, by_ret,
                        by_rule_ptr, by_rule, start_ptr, start_rule)
     return np.minimum(got, NO_STRING).astype(np.int32)
+
+
+def pair_counts(second_starts: np.ndarray) -> np.ndarray:
+    """int64[256, 256]: how many tokens start with each pair of bytes, from a sorted trie's
+    ``second_starts`` (:class:`~pda.token_trie.TokenTrie`)."""
+    starts = second_starts.reshape(256, 257).astype(np.int64)
+    return starts[:, 1:] - starts[:, :-1]
+
+
+@njit(cache=True, nogil=True)
+def two_byte_weight(trans, byte_class, call_ptr, is_end, pairs, state):  # pragma: no cover - numba
+    """How many tokens' first two bytes ``state`` reads by byte moves (``pairs`` from
+    :func:`pair_counts`); the second bytes of a next state that calls a rule or may end all count.
+    -1 when ``state`` itself calls or may end.  Tells a restricted alphabet, whose tokens go on
+    past their first byte (``[0-9a-zA-Z_-]{1,255}``: 25,400 of DeepSeek's tokens), from a state
+    where many tokens start but die at their second byte (a space, then a letter, after a comma:
+    310-2,200).  The next state's bytes are looked up once per run of first bytes leading to it."""
+    if call_ptr[state + 1] > call_ptr[state] or is_end[state]:
+        return -1
+    ok = np.zeros(256, np.bool_)
+    last = -1
+    total = 0
+    for b1 in range(256):
+        t = trans[state, byte_class[b1]]
+        if t < 0:
+            continue
+        if t != last:
+            last = t
+            loose = call_ptr[t + 1] > call_ptr[t] or is_end[t]
+            for b2 in range(256):
+                ok[b2] = loose or trans[t, byte_class[b2]] >= 0
+        for b2 in range(256):
+            if ok[b2]:
+                total += pairs[b1, b2]
+    return total

@@ -29,8 +29,8 @@ that bounded region (:func:`pda.lookahead.lookahead_key`) in a cache of the toke
 (:attr:`pda.TokenizerInfo.class_cache`), shared by every state and every grammar compiled for it.
 Every position of a counted string far from its limit, in every schema, has the same region for
 the word-like tokens; so do the positions inside the blocks of long repeats.  A state whose
-first bytes start fewer than :data:`LOOKAHEAD_MIN_SHARE` of the tokens (a key, a number,
-punctuation) is walked over the whole vocabulary at once: its walk costs less than the keys.  A
+first bytes start fewer than :data:`LOOKAHEAD_MIN_SHARE` of the tokens (a key, a number) is walked
+over the whole vocabulary at once, which costs less than the keys (bar :data:`LOOKAHEAD_MIN_LIVE`).  A
 group's walk is three kernel calls (:mod:`pda.group_kernels`) when plain runs decide tokens before
 it, else one walk that lists only the tokens it keeps (:func:`pda.token_walk.walk_listing`: after a
 value, a few hundred entries, not a code per token).  A group whose region has more states than
@@ -84,7 +84,8 @@ from .automaton import Automaton
 from .group_kernels import NO_TOKENS, bits_to_ids, finish_group, listing_classes, split_group
 from .kernels import set_bits
 from .lookahead import (
-    LookaheadScratch, byte_runs, class_bits, first_byte_weight, frame_key, lookahead_keys, make_scratch, rule_min_lengths,
+    LookaheadScratch, byte_runs, class_bits, first_byte_weight, frame_key, lookahead_keys, make_scratch, pair_counts,
+    rule_min_lengths, two_byte_weight,
 )
 from .kernel_entry import forget_entry_points
 from .token_walk import TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, walk_listing, walk_tokens
@@ -99,8 +100,8 @@ from .tokenizer import TokenizerInfo
 
 __all__ = [
     "StateClasses", "TokenClasses", "precompute_classes", "prepare_tokenizer", "return_sites", "kernel_automaton", "max_token_length",
-    "ESCAPE_RETURN_SITES", "LOOKAHEAD_GROUPS", "LOOKAHEAD_MIN_SHARE", "GROUP_KEY_TRIAL", "PLAIN_SPLIT_CHARS", "FRAME_BYTES",
-    "FRAME_CAP", "IDS_AS_ROW",
+    "ESCAPE_RETURN_SITES", "LOOKAHEAD_GROUPS", "LOOKAHEAD_MIN_SHARE", "LOOKAHEAD_MIN_LIVE", "GROUP_KEY_TRIAL", "LIVE_KEY_TRIAL",
+    "PLAIN_SPLIT_CHARS", "FRAME_BYTES", "FRAME_CAP", "IDS_AS_ROW",
 ]
 
 # The group keys of a grammar are used while they pay: after this many states classified through
@@ -127,6 +128,11 @@ LOOKAHEAD_GROUPS: tuple[GroupSpec, ...] | None = GROUPS
 # Schemas, a share of 0.5 gave an 18% lower mean fill than 0.3, and 0.3 an 11% lower one than
 # 0.125; inside a string nearly every token's first byte is allowed, and those states are keyed).
 LOOKAHEAD_MIN_SHARE = 0.5
+# ... unless half this many go on past their first byte (pda.lookahead.two_byte_weight) from a state
+# with no plain run and no loop (spaces after a comma): ``[0-9a-zA-Z_-]{1,255}`` is a state per position,
+# a 1.5 ms walk of 25,800 live tokens each, the same keys far from the bound (its first two share none).
+LOOKAHEAD_MIN_LIVE = 16384
+LIVE_KEY_TRIAL = 8
 _FRAME_KEY_MEMO = 1 << 16  # (state, return state) pairs whose frame_key a TokenClasses remembers
 _NO_KEY = object()
 # A state that surely consumes this many plain characters (pda.plain_runs) accepts every token of
@@ -254,7 +260,9 @@ class TokenClasses:
         self._groups = token_groups(tok, LOOKAHEAD_GROUPS or ())
         self._whole = token_groups(tok, ())[0]
         self._keyed = LOOKAHEAD_GROUPS is not None
-        self._keyed_tries = self._keyed_shared = 0  # states classified through the group keys, and shared
+        # states classified through the group keys and those that shared, for wide and for live states
+        self._keyed_tries = self._keyed_shared = self._live_tries = self._live_shared = 0
+        self._pairs = tok.class_cache.get("pda-pair-counts", lambda: pair_counts(self._trie.second_starts), lambda v: v.nbytes)
         self._cap = max((g.spec.cap for g in self._groups), default=0)
         self._all_runs = byte_runs(aut.byte_class, ALL_BYTES)
         self._minlen = rule_min_lengths(self.kernel) if self._keyed else np.zeros(0, np.int32)
@@ -456,10 +464,10 @@ class TokenClasses:
 
     def _classify(self, s: int, ws: Workspace) -> tuple[StateClasses, bool]:
         """Walk the vocabulary from a bare frame holding only ``s``.  A state whose first bytes
-        start at least :data:`LOOKAHEAD_MIN_SHARE` of the tokens is classified one token group at a
-        time, and a group whose bounded region has a key takes its classes from the tokenizer's cache
-        -- while that pays (:data:`GROUP_KEY_TRIAL`).  Returns the classes and whether some group
-        came from the cache."""
+        start at least :data:`LOOKAHEAD_MIN_SHARE` of the tokens (or :data:`LOOKAHEAD_MIN_LIVE`, with
+        no plain run) is classified one token group at a time, and a group whose bounded region has a
+        key takes its classes from the tokenizer's cache -- while that pays (:data:`GROUP_KEY_TRIAL`,
+        :data:`LIVE_KEY_TRIAL`).  Returns the classes and whether some group came from the cache."""
         if self._keyed and self.plain_runs[s] >= PLAIN_SPLIT_CHARS:
             return self._walk_beyond_plain(s, ws), False
         A, sc = self.kernel, self._scratch()
@@ -469,7 +477,8 @@ class TokenClasses:
             weight = first_byte_weight(self._class_bits, A.is_end, A.call_ptr, A.call_rule, A.call_return, A.rule_start,
                                        A.state_rule, A.ret_ptr, A.ret_state, A.rule_escape, self._class_weight, s,
                                        self._cap, sc.ids, sc.order, sc.depth)
-        if weight < LOOKAHEAD_MIN_SHARE * self._trie.order.shape[0]:
+        by_live = weight < LOOKAHEAD_MIN_SHARE * self._trie.order.shape[0]  # keyed, if at all, as a live state
+        if by_live and not self._live(s, weight):
             return self._walk(self._whole, s, ws), False
         cache = self._tok.class_cache
         keys: dict[int, bytes | None] = {}  # group index -> its key (one search per byte set)
@@ -485,9 +494,19 @@ class TokenClasses:
             before = cache.misses
             parts.append(StateClasses(*cache.get(key, lambda: _fields(self._walk(g, s, ws)), _fields_nbytes)))
             shared |= cache.misses == before
-        self._keyed_tries += 1  # a race may lose a count: the choice only comes a little later
-        self._keyed_shared += shared
+        if by_live:  # a race may lose a count: the choice only comes a little later
+            self._live_tries, self._live_shared = self._live_tries + 1, self._live_shared + shared
+        else:
+            self._keyed_tries, self._keyed_shared = self._keyed_tries + 1, self._keyed_shared + shared
         return _union(parts, self.words), shared
+
+    def _live(self, s: int, weight: int) -> bool:
+        """Whether ``s`` is keyed as :data:`LOOKAHEAD_MIN_LIVE` says (``weight`` -1: not looked at)."""
+        A, tries = self.kernel, self._live_tries
+        if not self._keyed or 0 <= weight < LOOKAHEAD_MIN_LIVE or A.has_loop[s] or self.plain_runs[s] > 0:
+            return False
+        return (tries < LIVE_KEY_TRIAL or 2 * self._live_shared >= tries) and 2 * two_byte_weight(
+            A.trans, A.byte_class, A.call_ptr, A.is_end, self._pairs, s) >= LOOKAHEAD_MIN_LIVE
 
     def _compute(self, chunk: list[int], ws: Workspace, progress=None) -> list[StateClasses]:  # type: ignore[no-untyped-def]
         got = []

@@ -160,7 +160,7 @@ def listing_classes(out, found, n, order, to_main, words):  # pragma: no cover -
 
     Returns ``(bits, accepted, uncertain)``: the accepted tokens as an int32 bitmask row of
     ``words`` words when there are more of them than words (``bits`` True), else as ascending ids
-    (the smaller of the two, as :class:`pda.precompute.StateClasses` keeps them); every other listed
+    (the smaller of the two, as :class:`pda.state_classes.StateClasses` keeps them); every other listed
     token (UNCERTAIN or OVERFLOW, decided on the real stack) as ascending whole-trie indices."""
     nacc = 0
     for i in range(n):

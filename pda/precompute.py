@@ -75,14 +75,12 @@ import time
 import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
 from .automaton import Automaton
 from .group_kernels import NO_TOKENS, bits_to_ids, finish_group, listing_classes, split_group
-from .kernels import set_bits
 from .lookahead import (
     LookaheadScratch, byte_runs, class_bits, first_byte_weight, frame_key, lookahead_keys, make_scratch, pair_counts,
     rule_min_lengths, two_byte_weight,
@@ -95,13 +93,14 @@ from .plain_runs import (
     consumes_more, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
 )
 from .share import SHARED_PREFIX
+from .state_classes import StateClasses, cache_fields, cache_fields_nbytes, union
 from .token_groups import ALL_BYTES, GROUPS, GroupSpec, PlainSplit, TokenGroup, plain_chars, plain_split, token_groups
 from .tokenizer import TokenizerInfo
 
 __all__ = [
     "StateClasses", "TokenClasses", "precompute_classes", "prepare_tokenizer", "return_sites", "kernel_automaton", "max_token_length",
     "ESCAPE_RETURN_SITES", "LOOKAHEAD_GROUPS", "LOOKAHEAD_MIN_SHARE", "LOOKAHEAD_MIN_LIVE", "GROUP_KEY_TRIAL", "LIVE_KEY_TRIAL",
-    "PLAIN_SPLIT_CHARS", "FRAME_BYTES", "FRAME_CAP", "IDS_AS_ROW",
+    "PLAIN_SPLIT_CHARS", "FRAME_BYTES", "FRAME_CAP",
 ]
 
 # The group keys of a grammar are used while they pay: after this many states classified through
@@ -111,9 +110,6 @@ __all__ = [
 # vocabulary: without them c.gbnf's fills took 41-43 ms in all instead of 46-52, its p99 2.2 ms
 # instead of 2.6-2.9.
 GROUP_KEY_TRIAL = 2
-# StateClasses.write_into sets at most this many accepted ids into a row; more are set once into a
-# row the classes keep, and copied (a copy of 16 KB took 0.6 us, setting 256 ids 2.6, 1024 ids 4).
-IDS_AS_ROW = 256
 # A rule called from more places than this is walked with escapes rather than context expansion.
 ESCAPE_RETURN_SITES = 16
 # Set at interpreter exit: background warm-ups stop between two states, so no thread is still
@@ -152,91 +148,6 @@ _NO_STACK = np.zeros(0, dtype=np.int32)  # a bare frame
 def max_token_length(trie) -> int:  # type: ignore[no-untyped-def]
     """The longest token of the trie, in bytes (at least 1)."""
     return max(1, int(np.diff(trie.offsets).max())) if trie.offsets.shape[0] > 1 else 1
-
-
-@dataclass
-class StateClasses:
-    """One state's classes.  The accepted tokens are kept as bits exactly when there are more of
-    them than the row has words (the smaller of the two); the uncertain ones as ascending indices
-    of the whole sorted trie."""
-
-    accepted_ids: np.ndarray | None  # int32 token ids, or None when stored as bits
-    accepted_bits: np.ndarray | None  # int32[words], or None when stored as ids
-    uncertain: np.ndarray  # int32 sorted-trie indices
-    # the accepted ids as a row, made by write_into when there are many (copied faster than set)
-    _ids_row: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def num_accepted(self) -> int:
-        if self.accepted_ids is not None:
-            return int(self.accepted_ids.shape[0])
-        return int(np.bitwise_count(self.accepted_bits.view(np.uint32)).sum())  # type: ignore[union-attr]
-
-    @property
-    def nbytes(self) -> int:
-        a = self.accepted_ids if self.accepted_ids is not None else self.accepted_bits
-        kept = self._ids_row.nbytes if self._ids_row is not None else 0
-        return int(a.nbytes + self.uncertain.nbytes + kept)  # type: ignore[union-attr]
-
-    def accepted_mask(self, order: np.ndarray, words: int) -> np.ndarray:
-        """bool per sorted-trie index: is that token accepted?"""
-        row = self.accepted_bits
-        if row is None:
-            row = np.zeros(words, dtype=np.int32)
-            if self.accepted_ids is not None and self.accepted_ids.shape[0]:
-                set_bits(row, self.accepted_ids)
-        by_id = np.unpackbits(row.view(np.uint8), bitorder="little").view(np.bool_)
-        return by_id[order]
-
-    def write_into(self, row: np.ndarray) -> None:
-        """Overwrite ``row`` with the accepted tokens' bits: a copy of the row kept, or the ids set
-        (more than :data:`IDS_AS_ROW` of them are set once into a row kept for the next time)."""
-        src = self.accepted_bits
-        ids = self.accepted_ids
-        if src is None and ids is not None and ids.shape[0] > IDS_AS_ROW:
-            src = self._ids_row
-            if src is None:  # two threads may both make it: the same row
-                src = np.zeros(row.shape[0], dtype=np.int32)
-                set_bits(src, ids)
-                self._ids_row = src
-        if src is not None:
-            np.copyto(row, src)
-            return
-        row[:] = 0
-        if ids is not None and ids.shape[0]:
-            set_bits(row, ids)
-
-    def or_accepted_into(self, row: np.ndarray) -> None:
-        if self.accepted_bits is not None:
-            np.bitwise_or(row, self.accepted_bits, out=row)
-        elif self.accepted_ids is not None and self.accepted_ids.shape[0]:
-            set_bits(row, self.accepted_ids)
-
-
-def _fields(c: StateClasses) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
-    """``c``'s fields as a plain tuple, the form the tokenizer's class cache keeps: a tuple of arrays
-    is not tracked by the garbage collector (a dataclass is), so thousands of cached classes add
-    nothing to a collection's walk of the heap."""
-    return c.accepted_ids, c.accepted_bits, c.uncertain
-
-
-def _fields_nbytes(fields: tuple[np.ndarray | None, np.ndarray | None, np.ndarray]) -> int:
-    return StateClasses(*fields).nbytes
-
-
-def _union(parts: list[StateClasses], words: int) -> StateClasses:
-    """The classes of the tokens of all the (disjoint) groups ``parts``."""
-    if len(parts) == 1:
-        return parts[0]
-    unc = np.sort(np.concatenate([p.uncertain for p in parts]))
-    # stored as bits exactly when there are more accepted tokens than words (StateClasses)
-    if any(p.accepted_ids is None for p in parts) or sum(p.accepted_ids.shape[0] for p in parts) > words:  # type: ignore[union-attr]
-        row = np.zeros(words, dtype=np.int32)
-        for p in parts:
-            p.or_accepted_into(row)
-        return StateClasses(None, row, unc)
-    # each part is stored as ids (it has at most as many as the whole)
-    return StateClasses(np.sort(np.concatenate([p.accepted_ids for p in parts])), None, unc)  # type: ignore[misc]
 
 
 class TokenClasses:
@@ -492,13 +403,13 @@ class TokenClasses:
                 parts.append(self._walk(g, s, ws))
                 continue
             before = cache.misses
-            parts.append(StateClasses(*cache.get(key, lambda: _fields(self._walk(g, s, ws)), _fields_nbytes)))
+            parts.append(StateClasses(*cache.get(key, lambda: cache_fields(self._walk(g, s, ws)), cache_fields_nbytes)))
             shared |= cache.misses == before
         if by_live:  # a race may lose a count: the choice only comes a little later
             self._live_tries, self._live_shared = self._live_tries + 1, self._live_shared + shared
         else:
             self._keyed_tries, self._keyed_shared = self._keyed_tries + 1, self._keyed_shared + shared
-        return _union(parts, self.words), shared
+        return union(parts, self.words), shared
 
     def _live(self, s: int, weight: int) -> bool:
         """Whether ``s`` is keyed as :data:`LOOKAHEAD_MIN_LIVE` says (``weight`` -1: not looked at)."""

@@ -31,7 +31,8 @@ import xxhash
 
 from .automaton import Automaton
 from .errors import SerializationError
-from .precompute import StateClasses, TokenClasses
+from .precompute import TokenClasses
+from .state_classes import StateClasses
 
 if TYPE_CHECKING:
     from .tokenizer import TokenizerInfo

@@ -19,6 +19,7 @@ import torch
 import pda
 import pda.share
 import pda.precompute
+import pda.state_classes
 from pda import BatchGrammarMatcher, GrammarCompiler, GrammarMatcher, TokenizerInfo, grammars
 
 SCHEMA = {
@@ -601,7 +602,7 @@ def test_context_free_masks_equal_the_cached_masks(tok: TokenizerInfo, deepseek_
             ref = build(GrammarCompiler(tok, cache=False))
             want = [masks_along(ref, ids) for ids in docs[:2]]
         for ids_as_row in (10**9, 0):
-            monkeypatch.setattr(pda.precompute, "IDS_AS_ROW", ids_as_row)
+            monkeypatch.setattr(pda.state_classes, "IDS_AS_ROW", ids_as_row)
             got = build(GrammarCompiler(tok, cache=False))
             before = built["n"]
             for ids, rows in zip(docs[:2], want):

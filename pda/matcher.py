@@ -260,26 +260,18 @@ class GrammarMatcher:
 
     def _lookup_key(self, cfg: Config) -> MaskKey | None:
         """The cache key of ``cfg`` (None: its mask is not cached), remembered per configuration; a
-        real key for a context-free one too (a batch gathers every row from the cache)."""
+        real key for a context-free one too (a batch gathers every row from the cache).  A
+        context-free configuration's key has no stack part (a top without uncertain tokens never
+        gets a signature depth or a split): its top states, what :meth:`_key` makes of it at a fifth
+        of the cost.  Tops not classified yet are left to the batch's worker threads."""
         key = self._keys.get(cfg, _NO_KEY)  # not try/except: a batch's every new configuration misses here
-        if key is _CONTEXT_FREE or (key is _NO_KEY and self._known_context_free(cfg)):
-            return tuple((s, ()) for s, _ in cfg.tops)  # what _key makes of it, at a fifth of the cost
+        if key is _NO_KEY and self._context_free(cfg, classify=False):
+            key = self._remember(cfg, _CONTEXT_FREE)
+        if key is _CONTEXT_FREE:
+            return tuple((s, ()) for s, _ in cfg.tops)
         if key is _NO_KEY:
             return self._current_key(cfg)
         return key  # type: ignore[return-value]
-
-    def _known_context_free(self, cfg: Config) -> bool:
-        """:meth:`_context_free` (and remembered), from the classes computed so far: False where a
-        top is not classified yet (a batch classifies new tops on its worker threads, not while it
-        reads the matchers' keys on the calling thread).  Such a configuration's key has no stack
-        part: a top without uncertain tokens never gets a signature depth or a split."""
-        by_state = self._compiled.classes.by_state
-        for s, _ in cfg.tops:
-            c = by_state.get(s)
-            if c is None or c.uncertain.shape[0]:
-                return False
-        self._remember(cfg, _CONTEXT_FREE)
-        return True
 
     def _current_key(self, cfg: Config) -> MaskKey | None:
         """The cache key of ``cfg`` at the signature depths as they are now (remembered, replacing a
@@ -342,14 +334,17 @@ class GrammarMatcher:
             cache.put(key, row)
         return row
 
-    def _context_free(self, cfg: Config) -> bool:
+    def _context_free(self, cfg: Config, classify: bool = True) -> bool:
         """Whether no top of ``cfg`` has uncertain tokens: its masks are then built by
         :meth:`_write_context_free`, not read from the cache.  Classifies the tops met for the
         first time: the cache cannot hold a row of a configuration with such a top (no row was
-        computed for it), so its fill needs their classes anyway."""
+        computed for it), so its fill needs their classes anyway.  Without ``classify``, a top not
+        classified yet counts as uncertain (a batch reading its keys on the calling thread)."""
         classes = self._compiled.classes
+        get = classes.get if classify else classes.by_state.get
         for s, _ in cfg.tops:
-            if classes.get(s).uncertain.shape[0]:
+            c = get(s)
+            if c is None or c.uncertain.shape[0]:
                 return False
         return True
 

@@ -63,7 +63,7 @@ def set_bits(words, ids):
 
 
 @njit(cache=True, nogil=True)
-def token_bytesets(data, offsets, skip=0):  # type: ignore[no-untyped-def]
+def token_bytesets(data, offsets, skip):  # type: ignore[no-untyped-def]
     """The set of byte values in each token ``data[offsets[i]:offsets[i+1]]`` past its first
     ``skip`` bytes, as 4 uint64 words."""
     n = offsets.shape[0] - 1

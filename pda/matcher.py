@@ -36,7 +36,7 @@ import numpy as np
 
 from .bitmask import _row_view_for_fill
 from .kernels import set_bits
-from .plain_runs import mark_within, stack_run
+from .plain_runs import RUN_CAP, mark_within, stack_run
 from .split_tops import SPLIT_DEPTH, top_frames
 from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, survivors_on_path, walk_tokens
 from .walk_workspace import thread_workspace
@@ -446,7 +446,7 @@ class GrammarMatcher:
             classes = comp.classes
             run, to_end = classes.plain_runs, classes.plain_to_end
             for path in paths:
-                within, frames = stack_run(run, to_end, s, path)
+                within, frames = stack_run(run, to_end, s, path, RUN_CAP)
                 if frames:
                     mark_within(classes.plain_chars(), unc, within, ok)
                     read = max(read, frames)  # type: ignore[type-var]

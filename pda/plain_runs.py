@@ -315,9 +315,9 @@ def _solve_to_end(ptr, after, ok, is_end, cap):  # pragma: no cover - numba
 
 
 @njit(cache=True, nogil=True)
-def stack_run(run, to_end, s, path, cap=RUN_CAP):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
+def stack_run(run, to_end, s, path, cap):  # type: ignore[no-untyped-def]  # pragma: no cover - numba
     """The plain characters surely consumed from top ``s`` over the linear stack ``path`` (return
-    states, bottom first), and how many frames of it that read::
+    states, bottom first), at most ``cap`` (:data:`RUN_CAP`), and how many frames of it that read::
 
         R(s, path + [r]) = max(run[s], to_end[s] + R(r, path))   when to_end[s] >= 0
         R(s, path)       = run[s]                                 otherwise

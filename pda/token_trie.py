@@ -86,7 +86,7 @@ def build_token_trie(token_bytes: Sequence[bytes]) -> TokenTrie:
         offsets=offsets.astype(np.int32),
         lcp=lcp.astype(np.int32),
         skip=pos.astype(np.int32),
-        bytesets=token_bytesets(data, offsets),
+        bytesets=token_bytesets(data, offsets, 0),
         tailsets=token_bytesets(data, offsets, 1),
         whole_utf8=np.fromiter((_is_whole_utf8(data[offsets[i]:offsets[i + 1]].tobytes()) for i in range(n)),
                                dtype=np.bool_, count=n),

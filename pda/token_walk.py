@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 
 from .loop_bytes import loop_bytes, utf8_loops_memo
-from .plain_runs import mark_within, stack_run
+from .plain_runs import RUN_CAP, mark_within, stack_run
 from .thread_sets import closure, free_nodes, single_step
 from .kernel_entry import run_direct
 from .kernel_refs import KernelAutomaton
@@ -137,7 +137,7 @@ def _survivors_on_path(A, T, unc, start_state, path, ws, run, to_end, chars, ok)
     uncertain tokens than frame classes start at, in one call (that method, in Python, is its
     reference: it took about 40 µs of bookkeeping around a walk of 10-20 µs)."""
     n = unc.shape[0]
-    within, frames = stack_run(run, to_end, start_state, path)  # plain characters surely consumed
+    within, frames = stack_run(run, to_end, start_state, path, RUN_CAP)  # plain characters surely consumed
     if frames > 0:
         mark_within(chars, unc, within, ok)
     m = 0

@@ -76,3 +76,30 @@ def test_one_version_and_the_error_tree() -> None:
     assert pda.__version__ == importlib.metadata.version("pda")
     assert issubclass(pda.BitmaskError, PdaError) and "BitmaskError" in pda.__all__
     assert issubclass(FsmTooLarge, LimitExceededError) and issubclass(SchemaTooDeep, LimitExceededError)
+
+
+def _is_kernel(node: ast.FunctionDef) -> bool:
+    """Whether a function is compiled by numba (decorated with ``njit``/``jit``, called or not)."""
+    for dec in node.decorator_list:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name in ("njit", "jit"):
+            return True
+    return False
+
+
+def test_no_kernel_parameter_has_a_default() -> None:
+    """A Python call that leaves a numba kernel's argument to its default took the dispatcher's
+    slow path (typing in Python, ``_compile_for_args``) on every call once the kernel was loaded
+    from numba's cache as another kernel's callee: ``stack_run(..., cap=RUN_CAP)`` cost 70-200 us
+    a call instead of 1 us, a quarter of ``sql_select``'s fill time.  Every argument is passed."""
+    kernels = 0
+    for folder in ("pda", "frontends", "cache"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef) and _is_kernel(node):
+                    kernels += 1
+                    args = node.args
+                    assert not args.defaults and not any(args.kw_defaults), \
+                        f"{path.relative_to(ROOT)}:{node.lineno} kernel {node.name} has a default argument"
+    assert kernels > 50  # the check sees the kernels

@@ -166,7 +166,7 @@ def test_stack_runs_are_sound_across_blocks() -> None:
         assert m.accept_string('"' + "x" * n)
         for s, parents in m._cfg.tops:
             for path in m._stacks.paths(parents) or ():
-                got, frames = stack_run(run, to_end, s, path)
+                got, frames = stack_run(run, to_end, s, path, RUN_CAP)
                 assert got <= 3000 - n
                 crossed += got > run[s]
                 if got == 0:

@@ -23,7 +23,8 @@ one, warm), and the accept time per step; pda's mask cache hit rate and bytes af
 Writes ``--out`` (default ``benchmarks/results/batch.json``).  Usage::
 
     python benchmarks/bench_batch.py [--sizes 1,8,32,128] [--steps 64] [--budget 30] [--schemas 2]
-        [--seed 0] [--grammars json,sql_select,c_like] [--threads auto] [--no-xgrammar] [--device cpu|cuda] [--gc-freeze] [--out FILE]
+        [--seed 0] [--grammars json,sql_select,c_like] [--threads auto] [--no-xgrammar] [--device cpu|cuda]
+        [--no-device-warm-up] [--gc-freeze] [--out FILE]
 
 A cold pass that has run ``--budget`` seconds takes no further step (the ``steps`` column says how
 many were timed; the warm pass replays the same steps), so a slow engine cannot stall the run.
@@ -184,7 +185,9 @@ def run_size(r: Runner, docs: list[list[int]], n: int, steps: int, budget_s: flo
 
 def workloads(args: argparse.Namespace, tok: Any, hf: Any) -> list[tuple[str, dict[str, Any], list[list[int]]]]:
     out: list[tuple[str, dict[str, Any], list[list[int]]]] = []
-    pda.warm_up_kernels()  # loading the fill kernels, once per process (as a server does at start-up)
+    # loading the fill kernels, and on a CUDA --device the first launches of a batch fill there, once per
+    # process (as a server does at start-up; --no-device-warm-up leaves the launches to the first steps)
+    pda.warm_up_kernels(None if args.no_device_warm_up else args.device)
     compiler = pda.GrammarCompiler(tok, cache=False)
     for sid, schema, seqs in pick_schemas(args.schemas, args.seed, compiler, hf):
         out.append((f"schema {sid}", {"schema": schema}, seqs))
@@ -206,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", default="auto", help="worker threads of BatchGrammarMatcher")
     ap.add_argument("--no-xgrammar", action="store_true")
     ap.add_argument("--device", default="cpu", help="where pda's bitmask lives (cpu, cuda)")
+    ap.add_argument("--no-device-warm-up", action="store_true",
+                    help="warm up the kernels only, not --device's launches (what the first CUDA steps cost without)")
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.collect() and gc.freeze() once the workloads are loaded, as vLLM's processes do")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "batch.json")

@@ -19,9 +19,12 @@ import subprocess
 import sys
 
 import numba
+import numpy as np
 import pytest
+import torch
 
 import pda
+from pda.errors import BitmaskError
 
 _SCRIPT = r'''
 import collections, json, sys
@@ -115,3 +118,62 @@ def test_a_failing_warm_up_warns_and_lets_the_caller_go_on(monkeypatch: pytest.M
     with pytest.warns(RuntimeWarning, match="warm_up_kernels failed"):
         kernel_warmup.warm_up_kernels()
     assert kernel_warmup.warm_up_kernels() == 0.0  # not tried again
+
+
+def test_a_cpu_or_other_device_needs_nothing_more() -> None:
+    pda.warm_up_kernels()
+    assert pda.warm_up_kernels("cpu") == 0.0
+    assert pda.warm_up_kernels(torch.device("cpu")) == 0.0
+    assert pda.warm_up_kernels("meta") == 0.0
+
+
+def test_the_device_steps_run_on_the_cpu_too() -> None:
+    """What a CUDA device's warm-up runs (its batch fills, stop tokens and masking in three dtypes),
+    on the CPU: checked where CI has no GPU."""
+    from pda import kernel_warmup
+
+    kernel_warmup._run_on("cpu")
+
+
+def test_a_device_torch_does_not_know_is_a_clear_error() -> None:
+    with pytest.raises(BitmaskError, match="not a torch device"):
+        pda.warm_up_kernels("gpu:0")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error for a machine without CUDA")
+def test_cuda_without_a_device_is_a_clear_error() -> None:
+    with pytest.raises(BitmaskError, match="torch sees no CUDA device"):
+        pda.warm_up_kernels("cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_device_is_warmed_once() -> None:
+    """The first call for a device runs its batch fills and masking; ``cuda`` and ``cuda:N`` of the
+    current device are the same device; afterwards a batch fill there gives the single fills' rows."""
+    first = pda.warm_up_kernels("cuda")
+    index = torch.cuda.current_device()
+    assert pda.warm_up_kernels(f"cuda:{index}") == 0.0 and pda.warm_up_kernels(torch.device("cuda")) == 0.0
+    assert first >= 0.0
+    tok = pda.TokenizerInfo.from_vocab_bytes([bytes([b]) for b in range(256)] + [b'{"', b'":', b""], stop_token_ids=258)
+    compiled = pda.GrammarCompiler(tok, cache=False).compile_builtin_json()
+    matchers = [pda.GrammarMatcher(compiled) for _ in range(3)]
+    assert matchers[1].accept_string('{"a"') and matchers[2].accept_string("[1, 2]")
+    bitmask = pda.allocate_token_bitmask(3, tok.vocab_size, device="cuda")
+    pda.BatchGrammarMatcher(max_threads=2).batch_fill_next_token_bitmask(matchers, bitmask)
+    for k, m in enumerate(matchers):
+        assert np.array_equal(bitmask[k].cpu().numpy(), m.next_token_mask())
+
+
+def test_a_failing_device_warm_up_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pda import kernel_warmup
+
+    def broken(device: str) -> None:
+        raise RuntimeError("no launch")
+
+    pda.warm_up_kernels()
+    monkeypatch.setattr(kernel_warmup, "_devices_done", set())
+    monkeypatch.setattr(kernel_warmup, "_cuda_device", lambda device: "cuda:7")
+    monkeypatch.setattr(kernel_warmup, "_run_on", broken)
+    with pytest.warns(RuntimeWarning, match="first batch fill on cuda:7"):
+        kernel_warmup.warm_up_kernels("cuda:7")
+    assert kernel_warmup.warm_up_kernels("cuda:7") == 0.0  # not tried again

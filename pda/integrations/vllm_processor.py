@@ -118,7 +118,9 @@ class PdaLogitsProcessor(LogitsProcessor):
         self._batch: BatchGrammarMatcher | None = None
         from pda.kernel_warmup import warm_up_kernels
 
-        warm_up_kernels()  # at the worker's start-up, not in the first structured requests' decode steps
+        # at the worker's start-up, not in the first structured requests' decode steps (on CUDA, also
+        # the first launches of masking the logits)
+        warm_up_kernels(self._device)
 
     def is_argmax_invariant(self) -> bool:
         """Masks change the argmax: greedy requests are constrained too."""

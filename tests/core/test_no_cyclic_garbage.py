@@ -168,3 +168,22 @@ def test_compiled_grammars_keep_no_ir() -> None:
     compiler.compile_grammar(own)
     compiler.wait()
     assert _ir_nodes_from(own) > 100
+
+
+def test_a_collection_visits_nothing_inside_the_byte_walkers_tables() -> None:
+    """The byte walker's tables of an automaton (per-state flags, push ranks, rule starts and the
+    transition rows read so far) live as long as its grammar, and a full collection visits every
+    element of a list: as lists, 147 compiled schemas with a matcher each held 4.4 million elements
+    and a full collection took 112-149 ms, against 71-73 ms as bytes and arrays (whose traversal
+    visits at most their type)."""
+    from pda import walker
+
+    tok = TokenizerInfo.from_vocab_bytes([bytes([b]) for b in range(256)] + [b""], stop_token_ids=256)
+    compiled = GrammarCompiler(tok, cache=False).compile_json_schema(SCHEMAS[0])
+    matcher = GrammarMatcher(compiled)
+    assert matcher.accept_string('{"name": "ab", "tags": ["x", "yz"], "kind": "beta", "n": 12, "x_1": 1.5}')
+    byte_class, is_end, has_bytes, rank, calls, starts, rows = walker._TABLES[compiled.grammar.automaton]
+    assert len(rows) > 10  # transition rows read by the walk
+    for table in (is_end, has_bytes, rank, starts, *rows.values()):
+        assert gc.get_referents(table) in ([], [type(table)]), type(table)
+    assert len(byte_class) == 256  # one list of 256 byte classes per automaton

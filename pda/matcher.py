@@ -104,19 +104,23 @@ class GrammarMatcher:
         self._keys: dict[Config, object] = {}  # mask keys (or _CONTEXT_FREE) of configurations met
         self._last_key: tuple[Config, tuple[tuple[int, bool], ...], MaskKey | None] | None = None  # (see _key)
         self._stacks = StackPaths(self._walker.arena)  # the linear stacks and signatures below tops
-        self._history: list[tuple[Config, bool]] = [(self._walker.initial(), False)]
+        # the configuration after each accepted token (the rollback history), and whether the last
+        # one accepted a stop token (only the last can: nothing is accepted after it).  Not a tuple
+        # per token: the collector would track one more object per token for as long as the matcher
+        # lives (a server's long generations make every full collection longer)
+        self._history: list[Config] = [self._walker.initial()]
+        self._stopped = False
 
     # ------------------------------------------------------------------ state
 
     @property
     def _cfg(self) -> Config:
-        return self._history[-1][0]
+        return self._history[-1]
 
     def is_terminated(self) -> bool:
         """True after a stop token was accepted; with ``terminate_without_stop_token``, as soon as
         the text is a complete sentence (as xgrammar does)."""
-        cfg, stopped = self._history[-1]
-        return stopped or (self._terminate_without_stop and cfg.accepting)
+        return self._stopped or (self._terminate_without_stop and self._history[-1].accepting)
 
     def is_completed(self) -> bool:
         """True when the text so far is a whole sentence (a stop token would be accepted)."""
@@ -133,7 +137,8 @@ class GrammarMatcher:
         return len(self._history) - 1
 
     def _push(self, cfg: Config, stopped: bool) -> None:
-        self._history.append((cfg, stopped))
+        self._history.append(cfg)
+        self._stopped = stopped
         if self._max_rollback is not None and len(self._history) > self._max_rollback + 1:
             del self._history[: len(self._history) - self._max_rollback - 1]
 
@@ -175,6 +180,7 @@ class GrammarMatcher:
             raise ValueError(f"cannot roll back {num_tokens} tokens: {len(self._history) - 1} in the history")
         if num_tokens:
             del self._history[-num_tokens:]
+            self._stopped = False  # only the last token can have been a stop token
 
     def reset(self) -> None:
         """Back to the start of the grammar, with an empty history.  A stack arena that has grown
@@ -185,7 +191,8 @@ class GrammarMatcher:
             self._walker = Walker(grammar.automaton, StackArena(grammar.max_stack_depth))
             self._keys = {}
             self._stacks = StackPaths(self._walker.arena)
-        self._history = [(self._walker.initial(), False)]
+        self._history = [self._walker.initial()]
+        self._stopped = False
 
     def fork(self) -> GrammarMatcher:
         """An independent copy (for beam search or parallel sampling); shares read-only data.
@@ -216,8 +223,8 @@ class GrammarMatcher:
     def _batch_state(self) -> tuple[bool, MaskKey | None, bool]:
         """(finished, lookup key, whether to set the stop tokens) of the current configuration: what
         a batch fill asks of each matcher, in one call (the key is None when finished or uncached)."""
-        cfg, stopped = self._history[-1]
-        if stopped or (self._terminate_without_stop and cfg.accepting):
+        cfg = self._history[-1]
+        if self._stopped or (self._terminate_without_stop and cfg.accepting):
             return True, None, False
         return False, self._lookup_key(cfg), cfg.accepting and self._stops.shape[0] > 0
 
@@ -225,8 +232,8 @@ class GrammarMatcher:
         """The mask of the current configuration into ``row`` (reads the state only).  Runs once per
         token: :meth:`_batch_state`, :meth:`_lookup_key` and setting the stop tokens (the batch's steps)
         are written out here (calling them cost a few percent of the fill time in an interleaved A/B)."""
-        cfg, stopped = self._history[-1]
-        if stopped or (self._terminate_without_stop and cfg.accepting):
+        cfg = self._history[-1]
+        if self._stopped or (self._terminate_without_stop and cfg.accepting):
             row[:] = 0
             return
         key = self._keys.get(cfg, _NO_KEY)

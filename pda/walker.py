@@ -95,7 +95,7 @@ def _tables(aut: Automaton) -> tuple[Any, ...]:
     if got is None:
         got = _TABLES[aut] = (
             aut.byte_class.tolist(), aut.is_end.astype(np.uint8).tobytes(), aut.has_bytes.astype(np.uint8).tobytes(),
-            _ints(aut.push_rank), _PerState(partial(call_edges, aut.call_ptr, aut.call_rule, aut.call_return)),
+            _ints(aut.push_rank), _PerState(partial(_calls, aut.call_ptr, aut.call_rule, aut.call_return)),
             _ints(aut.rule_start), _PerState(partial(_row, aut.trans)),
         )
     return got
@@ -104,6 +104,12 @@ def _tables(aut: Automaton) -> tuple[Any, ...]:
 def _ints(values: np.ndarray) -> array[int]:
     """``values`` (a 1-d integer array) as an ``array`` of int64: indexed like a list, untracked."""
     return array("q", values.astype(np.int64).tobytes())
+
+
+def _calls(call_ptr: np.ndarray, call_rule: np.ndarray, call_return: np.ndarray, s: int) -> tuple[tuple[int, int], ...]:
+    """State ``s``'s call edges (:func:`~pda.automaton.call_edges`) as a tuple of int pairs, which the
+    collector stops tracking after its first pass over it (it tracks a list for good)."""
+    return tuple(call_edges(call_ptr, call_rule, call_return, s))
 
 
 def _row(trans: np.ndarray, s: int) -> array[int]:
@@ -121,6 +127,12 @@ class Walker:
         self._simple = aut.simple
         self._cls, self._is_end, self._has_bytes, self._rank, self._calls, self._starts, self._rows = _tables(aut)
         self._memo: dict[tuple[Config, int], Config] = {}
+        # (state, parents) -> the configuration of that single top, and of its closure: a text
+        # that runs over one top meets the same few configurations again and again, and each new
+        # object would be one more for the collector to track as long as the rollback history
+        # holds it
+        self._single: dict[tuple[int, frozenset[int]], Config] = {}
+        self._closed: dict[tuple[int, frozenset[int]], Config] = {}
 
     def initial(self) -> Config:
         return self.closure({self._starts[0]: {BOTTOM}})
@@ -206,12 +218,12 @@ class Walker:
                 npos, t, status = run_simple(trans, cls, simple, s, data, pos, end)
                 if status == RUN_FAILED:
                     if npos > pos:
-                        cfg = Config(((t, parents),), False)
+                        cfg = self._one_top(t, parents, False)
                     return cfg, npos
                 if status == RUN_NEEDS_STACK:
-                    cfg = self.closure({t: set(parents)})
+                    cfg = self._one_top(t, parents, True)
                 else:
-                    cfg = Config(((t, parents),), False) if npos > pos else cfg
+                    cfg = self._one_top(t, parents, False) if npos > pos else cfg
                 pos = npos
                 continue
             nxt = self.step(cfg, int(data[pos]))
@@ -220,6 +232,18 @@ class Walker:
             cfg = nxt
             pos += 1
         return cfg, pos
+
+    def _one_top(self, t: int, parents: frozenset[int], closed: bool) -> Config:
+        """The configuration of the one top ``(t, parents)`` (not accepting), or with ``closed`` its
+        :meth:`closure`: one object per value, memoised like :meth:`step`."""
+        table = self._closed if closed else self._single
+        key = (t, parents)
+        got = table.get(key)
+        if got is None:
+            if len(table) >= _MEMO_LIMIT:
+                table.clear()
+            got = table[key] = self.closure({t: set(parents)}) if closed else Config(((t, parents),), False)
+        return got
 
     def expected(self, cfg: Config) -> tuple[int, ...]:
         """The byte values some top of ``cfg`` can read."""

@@ -75,8 +75,8 @@ class Automaton:
             self.is_end, self.state_rule, self.has_bytes, self.simple, self.push_rank,
         )
 
-    def calls(self, state: int) -> list[tuple[int, int]]:
-        """[(rule, return_state), ...] of the call edges leaving ``state``."""
+    def calls(self, state: int) -> tuple[tuple[int, int], ...]:
+        """((rule, return_state), ...) of the call edges leaving ``state``."""
         return call_edges(self.call_ptr, self.call_rule, self.call_return, state)
 
     def allowed_bytes(self, state: int) -> list[int]:
@@ -84,10 +84,12 @@ class Automaton:
         return [b for b in range(256) if row[self.byte_class[b]] >= 0]
 
 
-def call_edges(call_ptr: np.ndarray, call_rule: np.ndarray, call_return: np.ndarray, state: int) -> list[tuple[int, int]]:
-    """[(rule, return_state), ...] of the call edges leaving ``state`` (:meth:`Automaton.calls`)."""
+def call_edges(call_ptr: np.ndarray, call_rule: np.ndarray, call_return: np.ndarray, state: int) -> tuple[tuple[int, int], ...]:
+    """((rule, return_state), ...) of the call edges leaving ``state`` (:meth:`Automaton.calls`): a
+    tuple of int pairs, which the garbage collector stops tracking after its first pass (the byte
+    walker keeps one per state read for as long as its grammar lives; a list stays tracked)."""
     a, b = call_ptr[state], call_ptr[state + 1]
-    return list(zip(call_rule[a:b].tolist(), call_return[a:b].tolist()))
+    return tuple(zip(call_rule[a:b].tolist(), call_return[a:b].tolist()))
 
 
 def automaton_of(ir: GrammarIR, *, max_states: int = DEFAULT_MAX_STATES) -> tuple[NormalGrammar, Automaton]:

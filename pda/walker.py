@@ -83,7 +83,7 @@ class _PerState(dict):  # type: ignore[type-arg]
 
 def _tables(aut: Automaton) -> tuple[Any, ...]:
     """The automaton in sequences fast to index from Python, built once per automaton; the call
-    lists and transition rows per state as they are first read.
+    edges and transition rows per state as they are first read.
 
     Per-state values are ``bytes`` and ``array`` objects, not lists: a full collection visits every
     element of a list (an array's traversal visits only its type), and these tables live as long as
@@ -95,7 +95,7 @@ def _tables(aut: Automaton) -> tuple[Any, ...]:
     if got is None:
         got = _TABLES[aut] = (
             aut.byte_class.tolist(), aut.is_end.astype(np.uint8).tobytes(), aut.has_bytes.astype(np.uint8).tobytes(),
-            _ints(aut.push_rank), _PerState(partial(_calls, aut.call_ptr, aut.call_rule, aut.call_return)),
+            _ints(aut.push_rank), _PerState(partial(call_edges, aut.call_ptr, aut.call_rule, aut.call_return)),
             _ints(aut.rule_start), _PerState(partial(_row, aut.trans)),
         )
     return got
@@ -104,12 +104,6 @@ def _tables(aut: Automaton) -> tuple[Any, ...]:
 def _ints(values: np.ndarray) -> array[int]:
     """``values`` (a 1-d integer array) as an ``array`` of int64: indexed like a list, untracked."""
     return array("q", values.astype(np.int64).tobytes())
-
-
-def _calls(call_ptr: np.ndarray, call_rule: np.ndarray, call_return: np.ndarray, s: int) -> tuple[tuple[int, int], ...]:
-    """State ``s``'s call edges (:func:`~pda.automaton.call_edges`) as a tuple of int pairs, which the
-    collector stops tracking after its first pass over it (it tracks a list for good)."""
-    return tuple(call_edges(call_ptr, call_rule, call_return, s))
 
 
 def _row(trans: np.ndarray, s: int) -> array[int]:

@@ -21,15 +21,14 @@ The pool
     the old rows copied over on the device) when it is full, up to ``max_bytes // (4 * words)``
     rows: ``capacity * words * 4 <= max_bytes`` always holds (while a growth copies, the old pool
     is alive too, up to half as much again, until the copy is done).  On CPU, a bound of at most
-    ``_RESERVE_MAX_BYTES`` is allocated whole at once as zero pages, which the OS backs with memory
-    only when a row is first written: the pool is a view of its first ``capacity`` rows, and a
-    growth makes the view longer without copying.  When a cache dies, a reserve of which it used
-    at most ``_HANDOVER_MAX_BYTES`` waits for the next cache of its shape (two at most per shape),
-    whose rows are then mapped already: a server compiling one schema per request stops paying a
-    page fault for every first write of a row.  ``gather`` writes a batch's rows
-    into a bitmask with one index operation on the pool's device, so on CUDA only misses cross
-    from host to device (``put`` copies one row, ``put_many`` all of its rows in one transfer;
-    ``gather`` sends its slot indices, unless they already are a tensor on the device).
+    ``RESERVE_MAX_BYTES`` is allocated whole at once as zero pages (:mod:`pda.cache.row_reserve`):
+    the pool is a view of its first ``capacity`` rows, and a growth makes the view longer without
+    copying.  The rows ahead of the slots handed out are mapped in on the background thread, and a
+    dead cache's reserve goes to the next cache of its shape, so that a fill rarely pays a page
+    fault for the first write of a row.  ``gather`` writes a batch's rows into a bitmask with one
+    index operation on the pool's device, so on CUDA only misses cross from host to device
+    (``put`` copies one row, ``put_many`` all of its rows in one transfer; ``gather`` sends its slot
+    indices, unless they already are a tensor on the device).
     A CPU pool is shared with a numpy view, so CPU callers read and write rows without torch.
 
 Eviction and slot lifetime
@@ -81,41 +80,11 @@ import torch
 from pda.bitmask import copy_row_runs
 from pda.errors import BitmaskError, LimitExceededError
 
+from pda.cache.row_reserve import RESERVE_MAX_BYTES, hand_over, map_ahead, take_reserve
+
 __all__ = ["MaskCache", "PinnedBatch", "DEFAULT_MAX_BYTES"]
 
 DEFAULT_MAX_BYTES = 256 << 20  # 256 MiB: about 16,600 rows of a 129,280-token vocabulary
-
-
-_RESERVE_MAX_BYTES = 1 << 30  # CPU pools bounded by at most this are reserved whole (see The pool)
-# A dead cache's reserve whose rows in use took at most this many bytes is handed to the next cache
-# of its shape (at most _HANDOVER_KEEP wait per shape): its rows are mapped already, where a fresh
-# reserve's first write of each row faults its pages in (10 us a row, 6% of the mask time of 400
-# JSON Schemas compiled one after the other).
-_HANDOVER_MAX_BYTES = 16 << 20
-_HANDOVER_KEEP = 2
-_handed: dict[tuple[int, int], list[np.ndarray]] = {}  # (rows, words) -> reserves of dead caches
-_handed_lock = threading.Lock()
-
-
-def _take_reserve(rows: int, words: int) -> np.ndarray:
-    """A reserve of ``rows`` x ``words`` int32: a dead cache's, else new zero pages.  A handed-over
-    reserve holds its old owner's rows; a row is always written whole before any read of it
-    (``put``), and no view of a pool leaves its cache (``gather`` and ``row`` copy)."""
-    with _handed_lock:
-        waiting = _handed.get((rows, words))
-        if waiting:
-            return waiting.pop()
-    return np.zeros((rows, words), dtype=np.int32)
-
-
-def _hand_over(reserve: np.ndarray, used: list[int]) -> None:
-    """At a cache's death (``weakref.finalize``): keep its reserve for the next cache of its shape."""
-    if used[0] * reserve.shape[1] * 4 > _HANDOVER_MAX_BYTES:
-        return
-    with _handed_lock:
-        waiting = _handed.setdefault(reserve.shape, [])
-        if len(waiting) < _HANDOVER_KEEP:
-            waiting.append(reserve)
 
 
 class MaskCache:
@@ -164,13 +133,15 @@ class MaskCache:
             self._handover.detach()
         self._reserve: np.ndarray | None = None
         self._handover = None
-        if self.device.type == "cpu" and self.max_rows * self.row_bytes <= _RESERVE_MAX_BYTES:
+        if self.device.type == "cpu" and self.max_rows * self.row_bytes <= RESERVE_MAX_BYTES:
             # the whole bound at once, as zero pages the OS maps in only when a row is written: a
             # growth is then a longer view, not a copy (7 ms for a pool of a few MiB, in one fill)
-            self._reserve = _take_reserve(self.max_rows, self.words)
+            self._reserve = take_reserve(self.max_rows, self.words)
             self._used = [rows]  # rows ever in the pool (its owner's writes touched no others)
-            self._handover = weakref.finalize(self, _hand_over, self._reserve, self._used)
+            self._handover = weakref.finalize(self, hand_over, self._reserve, self._used)
             self._pool = torch.from_numpy(self._reserve[:rows])
+            self._mapped = 0  # the reserve's rows asked to be mapped in (row_reserve.map_ahead)
+            self._map_ahead(rows)
         elif self.device.type == "cpu":  # calloc'd pages: torch.zeros fills them eagerly (~10 ms for 1 MiB here)
             self._pool = torch.from_numpy(np.zeros((rows, self.words), dtype=np.int32))
         else:
@@ -203,12 +174,23 @@ class MaskCache:
         self._free[:0] = range(new_cap - 1, cap - 1, -1)
         self._pins.extend([0] * (new_cap - cap))
 
+    def _map_ahead(self, upto: int) -> None:
+        """Have the reserve's rows below ``upto`` mapped in on the background thread, so that their
+        first writes, in fills, fault no page (:mod:`pda.cache.row_reserve`)."""
+        upto = min(upto, self.max_rows)
+        if self._reserve is not None and upto > self._mapped:
+            map_ahead(self._reserve, self._mapped, upto)
+            self._mapped = upto
+
     def _take_slot(self) -> int:
         """A slot for a new entry: a free one, else after growth, else the LRU unpinned entry's."""
         if not self._free:
             self._grow(1)
         if self._free:
-            return self._free.pop()
+            slot = self._free.pop()
+            if self._reserve is not None and 2 * slot >= self._mapped:
+                self._map_ahead(2 * self._mapped)
+            return slot
         for key, slot in self._lru.items():
             if not self._pins[slot]:
                 del self._lru[key]

@@ -348,9 +348,9 @@ def test_a_dead_caches_reserve_serves_the_next_cache_without_its_rows(monkeypatc
     exactly, whatever the old owner left in the memory."""
     import gc
 
-    from pda.cache import mask_cache
+    from pda.cache import row_reserve
 
-    monkeypatch.setattr(mask_cache, "_handed", {})
+    monkeypatch.setattr(row_reserve, "_handed", {})
     words, rows = 37, 64  # a shape no other test uses
     old = MaskCache(words, max_bytes=rows * words * 4, initial_rows=4)
     for k in range(20):  # grows to 32 rows, all written
@@ -359,9 +359,9 @@ def test_a_dead_caches_reserve_serves_the_next_cache_without_its_rows(monkeypatc
     assert memory is not None
     del old
     gc.collect()
-    assert [r is memory for r in mask_cache._handed[(rows, words)]] == [True]
+    assert [r is memory for r in row_reserve._handed[(rows, words)]] == [True]
     new = MaskCache(words, max_bytes=rows * words * 4, initial_rows=4)
-    assert new._reserve is memory and not mask_cache._handed[(rows, words)]
+    assert new._reserve is memory and not row_reserve._handed[(rows, words)]
     assert all(new.get(("old", k)) is None for k in range(20)) and len(new) == 0
     slots = [new.put(("new", k), row_of(("new", k), words)) for k in range(12)]
     out = np.zeros((12, words), dtype=np.int32)
@@ -376,26 +376,98 @@ def test_a_dead_caches_reserve_serves_the_next_cache_without_its_rows(monkeypatc
     assert new._reserve is not memory
     del new
     gc.collect()
-    assert all(r is not memory for r in mask_cache._handed[(rows, words)])
+    assert all(r is not memory for r in row_reserve._handed[(rows, words)])
 
 
 def test_a_large_dead_reserve_is_freed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reserve whose owner used more than _HANDOVER_MAX_BYTES of it is not kept, and no more than
-    _HANDOVER_KEEP wait per shape: what waits is bounded."""
+    """A reserve whose owner used more than HANDOVER_MAX_BYTES of it is not kept, and no more than
+    HANDOVER_KEEP wait per shape: what waits is bounded."""
     import gc
 
-    from pda.cache import mask_cache
+    from pda.cache import row_reserve
 
-    monkeypatch.setattr(mask_cache, "_handed", {})
+    monkeypatch.setattr(row_reserve, "_handed", {})
     words, rows = 41, 64
-    monkeypatch.setattr(mask_cache, "_HANDOVER_MAX_BYTES", 16 * words * 4)
+    monkeypatch.setattr(row_reserve, "HANDOVER_MAX_BYTES", 16 * words * 4)
     big = MaskCache(words, max_bytes=rows * words * 4, initial_rows=4)
     for k in range(20):  # 32 rows in use: past the bound
         big.put(k, row_of(k, words))
     del big
     gc.collect()
-    assert not mask_cache._handed.get((rows, words))
+    assert not row_reserve._handed.get((rows, words))
     caches = [MaskCache(words, max_bytes=rows * words * 4, initial_rows=4) for _ in range(5)]
     del caches
     gc.collect()
-    assert len(mask_cache._handed[(rows, words)]) == mask_cache._HANDOVER_KEEP
+    assert len(row_reserve._handed[(rows, words)]) == row_reserve.HANDOVER_KEEP
+
+
+def _resident_pages(reserve: np.ndarray, start: int, stop: int) -> tuple[int, int]:
+    """(resident, all) of the whole pages inside rows [start, stop) of ``reserve`` (``mincore``)."""
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    lo = -(-(reserve.ctypes.data + start * reserve.strides[0]) // page) * page
+    hi = (reserve.ctypes.data + stop * reserve.strides[0]) // page * page
+    n = (hi - lo) // page
+    vec = (ctypes.c_ubyte * n)()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    assert libc.mincore(lo, hi - lo, vec) == 0, ctypes.get_errno()
+    return sum(v & 1 for v in vec), n
+
+
+def _can_map_rows() -> bool:
+    import sys
+
+    from pda.cache import row_reserve
+
+    return sys.platform.startswith("linux") and row_reserve.map_rows(np.zeros((2, 4096), dtype=np.int32), 0, 2)
+
+
+def test_map_rows_maps_pages_in_and_keeps_what_rows_hold() -> None:
+    """``map_rows`` backs the rows' pages with memory (``mincore`` sees them resident; a fresh reserve's
+    are not) and leaves every value as it was: rows written before keep their contents, the others
+    read zero."""
+    if not _can_map_rows():
+        pytest.skip("no madvise(MADV_POPULATE_WRITE) here")
+    from pda.cache import row_reserve
+
+    words = 4040  # a DeepSeek row: four pages
+    reserve = row_reserve.take_reserve(2048, words)  # 32 MiB of fresh zero pages
+    written = {3: row_of("a", words), 640: row_of("b", words)}
+    for k, row in written.items():
+        reserve[k] = row
+    # rows 400-480 start 6 MiB past the first written row: no huge page (2 MiB) of it reaches them
+    assert _resident_pages(reserve, 400, 480)[0] == 0
+    assert row_reserve.map_rows(reserve, 380, 700)
+    got, n = _resident_pages(reserve, 400, 480)
+    assert n > 0 and got == n
+    assert _resident_pages(reserve, 1400, 1500)[0] == 0  # only the rows asked for (or their huge pages)
+    for k in range(700):
+        np.testing.assert_array_equal(reserve[k], written.get(k, np.zeros(words, dtype=np.int32)))
+
+
+def test_a_cpu_cache_maps_the_rows_ahead_of_its_slots_in() -> None:
+    """A new CPU cache has its initial rows mapped in on the background thread, and the rows past
+    the slots it hands out as they fill up: a miss's first write of a row faults no page there."""
+    if not _can_map_rows():
+        pytest.skip("no madvise(MADV_POPULATE_WRITE) here")
+    from pda import background
+
+    words = 4040
+    cache = MaskCache(words, max_bytes=4096 * words * 4, initial_rows=16)
+    background.submit([]).wait(30)  # the tasks before it have run
+    reserve = cache._reserve
+    assert reserve is not None
+    got, n = _resident_pages(reserve, 0, 16)
+    assert got == n
+    assert _resident_pages(reserve, 1000, 1100)[0] == 0
+    for k in range(40):
+        cache.put(k, row_of(k, words))
+    background.submit([]).wait(30)
+    got, n = _resident_pages(reserve, 40, 64)
+    assert got == n
+    assert _resident_pages(reserve, 1000, 1100)[0] == 0  # ahead, not the whole bound (2 MiB huge pages round up)
+    for k in range(40):
+        np.testing.assert_array_equal(cache.row(cache.get(k)), row_of(k, words))

@@ -383,7 +383,7 @@ class GrammarMatcher:
                     if read > depth.get(s, 0):
                         depth[s] = read  # a race may lose this update: then keys only miss more
                     if read > SPLIT_DEPTH:  # from now on keyed by its deep tokens' outcome
-                        comp.split_tops.states.add(s)
+                        comp.split_tops.mark_split(s)
         key = self._key(cfg, depths) if cacheable else None  # the lookup key's parts, where nothing changed
         self._remember(cfg, key)
         return row, key

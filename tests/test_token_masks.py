@@ -547,8 +547,8 @@ def masks_along_docs(compiled: CompiledGrammar, docs: list[str], hf: Any) -> lis
 
 def test_one_call_survivors_equal_the_python_path(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The three ways ``GrammarMatcher`` decides a top over one linear stack give the same mask at
-    every step: split tops (:mod:`pda.split_tops`: a walk over the top frames, the deep tokens on
-    the real stack, keys of the deep outcome), one kernel call keyed by every frame read
+    every step: split tops (:mod:`pda.split_tops`: a walk over the top frames, the deep tokens a
+    frame at a time below them, keys of the deep outcome), one kernel call keyed by every frame read
     (:func:`pda.token_walk.survivors_on_path`), and ``_survivors``' Python path (the reference).
     All run on fresh grammars (no cached mask hides a difference) over the bundled JSON, C-like and
     SQL samples and a schema whose long strings are split into blocks (plain runs over the stack);
@@ -572,7 +572,10 @@ def test_one_call_survivors_equal_the_python_path(deepseek_tokenizer: Any, monke
     real = pda.token_walk.survivors_on_path
     monkeypatch.setattr(pda.matcher, "survivors_on_path", lambda *a: calls.append(1) or real(*a))
     deep = []
-    monkeypatch.setattr(pda.split_tops, "survivors_on_path", lambda *a: deep.append(1) or real(*a))
+    real_part = pda.split_tops.SplitTops._walk_part
+    monkeypatch.setattr(pda.split_tops.SplitTops, "_walk_part",
+                        lambda self, s, tokens, path, depth, deeper: (depth > pda.split_tops.SPLIT_DEPTH and deep.append(1))
+                        or real_part(self, s, tokens, path, depth, deeper))
     modes = {"split": (True, True), "one call": (False, True), "python": (False, False)}
     for build, docs in cases:
         masks: dict[str, list[np.ndarray]] = {}
@@ -640,42 +643,104 @@ def test_split_tops_tables_stay_bounded_and_exact(deepseek_tokenizer: Any, monke
         assert np.array_equal(a, b), step
 
 
-def test_deep_parts_are_found_under_the_frames_their_walk_read(deepseek_tokenizer: Any,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """A split top's deep ids are stored under the frames their own walk read and found under each
-    frame count a walk of that (state, top frames) has read: a stack that agrees with a walked one
-    on those frames but not below gets its ids with no walk, and they equal a fresh walk's on it."""
+def test_a_split_states_shallow_parts_are_walked_when_it_is_split(deepseek_tokenizer: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """When a state is split, the shallow part of every head its tops can meet is walked at once
+    (``SplitTops.possible_heads``: the rules' return sites, and the whole stacks that end in the
+    start rule): along nested documents, compact and indented, no fill walks a shallow part of a
+    state split before, the JSON grammar's split states are levelled (their deeper levels walked
+    ahead too), and the masks equal those of unsplit tops at every step."""
+    import pda.matcher
     import pda.split_tops
 
     info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
-    doc = json.dumps([{"a": [[{"b": [{"c": [[[{"d": [1, True, "x"]}]]]}]}]], "e": {"f": {"g": [[], {}]}}}] * 2)
-    walks: list[tuple[int, np.ndarray, np.ndarray, int]] = []
-    real = pda.split_tops.survivors_on_path
+    value = [{"a": [[{"b": [{"c": [[[{"d": [1, True, "x"]}]]]}]}]], "e": {"f": {"g": [[], {}]}}}, [[1], {"h": [2]}]]
+    docs = [json.dumps(value), json.dumps(value, indent=2), json.dumps({"k": value}, indent=1), json.dumps([[value]])]
+    late: list[tuple[int, tuple[int, ...], bool]] = []
+    real = pda.split_tops.SplitTops._walk_part
 
-    def recorded(A: Any, T: Any, unc: np.ndarray, s: int, path: np.ndarray, *rest: Any) -> Any:
-        got = real(A, T, unc, s, path, *rest)
-        walks.append((s, unc.copy(), path.copy(), got[1]))
+    def recorded(self: Any, s: int, tokens: np.ndarray, path: np.ndarray, depth: int, deeper: bool) -> Any:
+        if s in self.states and depth == pda.split_tops.SPLIT_DEPTH:
+            late.append((s, tuple(path[-2:].tolist()), deeper))
+        return real(self, s, tokens, path, depth, deeper)
+
+    monkeypatch.setattr(pda.split_tops.SplitTops, "_walk_part", recorded)
+    masks: dict[bool, list[np.ndarray]] = {}
+    for split in (False, True):
+        monkeypatch.setattr(pda.matcher, "SPLIT_TOPS", split)
+        compiled = GrammarCompiler(info, cache=False).compile_builtin_json()
+        got = masks[split] = []
+        for doc in docs:
+            m = GrammarMatcher(compiled)
+            for t in deepseek_tokenizer.encode(doc, add_special_tokens=False):
+                got.append(m.next_token_mask())
+                assert m.accept_token(t)
+        if split:
+            tops = compiled.split_tops
+            assert len(tops.states) >= 4, tops.states
+            assert not late, late
+            assert all(tops.possible_heads(s) for s in tops.states)
+            assert tops.levelled and tops.levelled <= tops.states  # deep tokens decided by levels walked ahead
+    for step, (a, b) in enumerate(zip(masks[True], masks[False])):
+        assert np.array_equal(a, b), step
+
+
+def test_deep_ids_are_decided_a_frame_at_a_time_exactly(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A split top's deep ids, decided a level (one frame more) at a time and kept per (state, top
+    frames, deeper), equal what one walk of those tokens on the whole real stack accepts
+    (:func:`pda.token_walk.survivors_on_path`); a stack that agrees with a decided one on the frames
+    its levels read but not below gets its ids with no walk, equal to a fresh grammar's."""
+    import pda.split_tops
+    from pda.token_walk import survivors_on_path
+    from pda.walk_workspace import thread_workspace
+
+    info = TokenizerInfo.from_huggingface(deepseek_tokenizer)
+    doc = json.dumps([{"a": [[{"b": [{"c": [[[{"d": [1, True, "x"]}]]]}]}]], "e": {"f": {"g": [[], {}]}}}] * 2, indent=1)
+    asked: list[tuple[int, Any, np.ndarray, tuple[int, ...], bool, Any, int]] = []
+    real_ids = pda.split_tops.SplitTops.deep_ids
+    real_part = pda.split_tops.SplitTops._level_part
+    levels = [0]
+
+    def level_part(self: Any, s: int, tokens: np.ndarray, path: np.ndarray, k: int, deeper: bool) -> Any:
+        levels[0] = max(levels[0], k)
+        return real_part(self, s, tokens, path, k, deeper)
+
+    def recorded(self: Any, s: int, shallow: Any, path: np.ndarray, frames: tuple[int, ...], deeper: bool) -> Any:
+        levels[0] = 0
+        got = real_ids(self, s, shallow, path, frames, deeper)
+        asked.append((s, shallow, path.copy(), frames, deeper, got, levels[0]))
         return got
 
-    monkeypatch.setattr(pda.split_tops, "survivors_on_path", recorded)
+    monkeypatch.setattr(pda.split_tops.SplitTops, "deep_ids", recorded)
+    monkeypatch.setattr(pda.split_tops.SplitTops, "_level_part", level_part)
     compiled = GrammarCompiler(info, cache=False).compile_builtin_json()
     m = GrammarMatcher(compiled)
     for t in deepseek_tokenizer.encode(doc, add_special_tokens=False):
         m.next_token_mask()
         assert m.accept_token(t)
+    monkeypatch.setattr(pda.split_tops.SplitTops, "deep_ids", real_ids)
+    classes = compiled.classes
+    deep_asked = [a for a in asked if a[1].deep.shape[0]]
+    assert len(deep_asked) > 20
+    for s, shallow, path, _, _, got, _ in deep_asked:
+        ok = np.zeros(shallow.deep.shape[0], dtype=np.bool_)
+        ids, _, overflow = survivors_on_path(compiled.kernel, compiled.trie, shallow.deep, s, path,
+                                             thread_workspace(compiled.max_token_length), classes.plain_runs,
+                                             classes.plain_to_end, classes.plain_chars(), ok)
+        assert not overflow and got == tuple(sorted(ids.tolist())), (s, path)
     split = compiled.split_tops
-    shallow_reads = [w for w in walks if pda.split_tops.SPLIT_DEPTH < w[3] < w[2].shape[0]]
-    assert shallow_reads, "no deep walk read fewer frames than its stack has"
     fresh = GrammarCompiler(info, cache=False).compile_builtin_json().split_tops
-    for s, deep, path, read in shallow_reads[:8]:
+    walks = []
+    real_walk = pda.split_tops.SplitTops._walk_part
+    monkeypatch.setattr(pda.split_tops.SplitTops, "_walk_part", lambda self, *a: walks.append(self) or real_walk(self, *a))
+    shallow_reads = [a for a in deep_asked if a[6] < a[2].shape[0]]
+    assert shallow_reads, "no deep tokens were decided above the stack's bottom"
+    for s, shallow, path, frames, deeper, got, read in shallow_reads[:8]:
         other = path.copy()
-        other[: path.shape[0] - read] = path[-1]  # changed below the frames the walk read
-        frames, deeper = split.top(other)
-        shallow = pda.split_tops.Shallow(np.zeros(0, np.int32), deep)
-        before = len(walks)
-        got = split.deep_ids(s, shallow, other, frames, deeper)
-        assert len(walks) == before, "the stored ids were not found: the stack agrees on the frames read"
-        assert got == fresh.deep_ids(s, shallow, other, frames, deeper)
+        other[: path.shape[0] - read] = path[-1]  # changed below the frames the levels read
+        assert split.deep_ids(s, shallow, other, frames, deeper) == got
+        assert not [w for w in walks if w is split], "the levels kept were not found: the stack agrees on the frames read"
+        assert fresh.deep_ids(s, shallow, other, frames, deeper) == got
 
 
 def test_top_survivors_are_reused_exactly(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:

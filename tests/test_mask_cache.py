@@ -431,10 +431,13 @@ def test_map_rows_maps_pages_in_and_keeps_what_rows_hold() -> None:
     read zero."""
     if not _can_map_rows():
         pytest.skip("no madvise(MADV_POPULATE_WRITE) here")
+    import mmap
+
     from pda.cache import row_reserve
 
     words = 4040  # a DeepSeek row: four pages
-    reserve = row_reserve.take_reserve(2048, words)  # 32 MiB of fresh zero pages
+    memory = mmap.mmap(-1, 2048 * words * 4)  # 32 MiB of fresh zero pages, whatever the allocator holds
+    reserve = np.frombuffer(memory, dtype=np.int32).reshape(2048, words)
     written = {3: row_of("a", words), 640: row_of("b", words)}
     for k, row in written.items():
         reserve[k] = row
@@ -448,13 +451,15 @@ def test_map_rows_maps_pages_in_and_keeps_what_rows_hold() -> None:
         np.testing.assert_array_equal(reserve[k], written.get(k, np.zeros(words, dtype=np.int32)))
 
 
-def test_a_cpu_cache_maps_the_rows_ahead_of_its_slots_in() -> None:
+def test_a_cpu_cache_maps_the_rows_ahead_of_its_slots_in(monkeypatch: pytest.MonkeyPatch) -> None:
     """A new CPU cache has its initial rows mapped in on the background thread, and the rows past
     the slots it hands out as they fill up: a miss's first write of a row faults no page there."""
     if not _can_map_rows():
         pytest.skip("no madvise(MADV_POPULATE_WRITE) here")
     from pda import background
+    from pda.cache import row_reserve
 
+    monkeypatch.setattr(row_reserve, "_handed", {})  # a reserve of fresh pages
     words = 4040
     cache = MaskCache(words, max_bytes=4096 * words * 4, initial_rows=16)
     background.submit([]).wait(30)  # the tasks before it have run

@@ -140,7 +140,7 @@ class SplitTops:
             # (stack of k frames, the tokens deep below them, how many frames in a row decided none)
             below: list[tuple[np.ndarray, np.ndarray, int]] = []
             for path, deeper in heads:
-                part = self.shallow(s, unc, path, tuple(path[-SPLIT_DEPTH:][::-1].tolist()), deeper)
+                part = self.shallow(s, unc, path, self.top(path)[0], deeper)
                 if deeper and part.deep.shape[0]:
                     below.append((path, part.deep, 0))
             if self._walk_levels_ahead(s, below):
@@ -154,22 +154,21 @@ class SplitTops:
         more than :data:`AHEAD_HEADS` possible frames below it, or two frames in a row decide none
         of the tokens deep above them (tokens that read on whatever the frames: SQL's trees were
         deep; the built-in JSON grammar has two frames a nesting)."""
-        A = self._kernel
-        ret_ptr, ret_state, state_rule = A.ret_ptr, A.ret_state, A.state_rule
+        state_rule = self._kernel.state_rule
         walks = 0
         while below:
             if walks >= AHEAD_LEVEL_WALKS:
                 return False
             path, deep, stale = below.pop(0)
             rule = int(state_rule[path[0]])
-            callers = ret_state[ret_ptr[rule]:ret_ptr[rule + 1]].tolist()
+            callers = self._return_sites(rule)
             if len(callers) > AHEAD_HEADS:  # a tree this wide will not fit
                 return False
             for f in callers:
                 longer = np.concatenate((np.array([f], dtype=np.int32), path))
                 r = int(state_rule[f])
                 for deeper in (True, False):
-                    if deeper and ret_ptr[r] == ret_ptr[r + 1] or not deeper and r != 0:
+                    if deeper and not self._return_sites(r) or not deeper and r != 0:
                         continue  # no frame can be below f / the stack cannot end at f
                     part = self._level_part(s, deep, longer, longer.shape[0], deeper)
                     walks += 1
@@ -180,19 +179,23 @@ class SplitTops:
                         below.append((longer, part.deep, idle))
         return True
 
+    def _return_sites(self, rule: int) -> list[int]:
+        """The states ``rule``'s callers continue at: the frames a stack can hold below its states."""
+        A = self._kernel
+        return A.ret_state[A.ret_ptr[rule]:A.ret_ptr[rule + 1]].tolist()  # type: ignore[no-any-return]
+
     def _recursive(self, rule: int) -> bool:
         """Whether ``rule`` can be below itself on a stack (its callers' rules, and theirs, reach
         it): then its stacks nest without bound and bring new patterns to the end of a document."""
         got = self._recursion.get(rule)
         if got is None:
-            A = self._kernel
-            ret_ptr, ret_state, state_rule = A.ret_ptr, A.ret_state, A.state_rule
+            state_rule = self._kernel.state_rule
             seen: set[int] = set()
             todo = [rule]
             got = False
             while todo and not got:
                 r = todo.pop()
-                for f in ret_state[ret_ptr[r]:ret_ptr[r + 1]].tolist():
+                for f in self._return_sites(r):
                     caller = int(state_rule[f])
                     got = got or caller == rule
                     if caller not in seen:
@@ -207,13 +210,12 @@ class SplitTops:
         below), and the shorter whole stacks, whose bottom frame is one of the start rule's (rule
         0).  Stacks are bottom first, as :meth:`shallow` takes them.  None: more than
         :data:`AHEAD_HEADS`."""
-        A = self._kernel
-        ret_ptr, ret_state, state_rule = A.ret_ptr, A.ret_state, A.state_rule
+        state_rule = self._kernel.state_rule
         out: list[tuple[np.ndarray, bool]] = []
         todo: list[tuple[tuple[int, ...], int]] = [((), int(state_rule[s]))]  # (frames top first, their last rule)
         while todo:
             frames, rule = todo.pop()
-            callers = ret_state[ret_ptr[rule]:ret_ptr[rule + 1]].tolist()
+            callers = self._return_sites(rule)
             if rule == 0:  # the stack can end here
                 out.append((np.array(frames[::-1], dtype=np.int32), False))
             if len(frames) == SPLIT_DEPTH:

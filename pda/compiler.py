@@ -21,6 +21,7 @@ from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .errors import SerializationError
 from .split_tops import SplitTops
+from .stack_space import StackSpace
 from .walk_results import WalkResults
 from .precompute import STOP_WARMING, TokenClasses, max_token_length, precompute_classes, prepare_tokenizer
 from . import background, serialize
@@ -63,6 +64,18 @@ class CompiledGrammar:
         self.mask_cache_max_bytes = mask_cache_max_bytes
         self._mask_caches: dict[str, Any] = {}
         self._mask_lock = threading.Lock()
+        self._space: StackSpace | None = None  # (stack_space)
+
+    def stack_space(self) -> StackSpace:
+        """The :class:`~pda.stack_space.StackSpace` a matcher made or reset now joins: the one its
+        other matchers share, or a new one once that one's arena is full."""
+        space = self._space
+        if space is None or space.full:
+            with self._mask_lock:
+                space = self._space
+                if space is None or space.full:
+                    space = self._space = StackSpace(self.grammar.automaton, self.grammar.max_stack_depth)
+        return space
 
     def mask_cache(self, device: str = "cpu") -> Any:
         """The :class:`~pda.cache.mask_cache.MaskCache` of final masks on ``device``, shared by every

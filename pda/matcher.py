@@ -1,7 +1,10 @@
 """Token-level matching: token masks, token acceptance, rollback and jump-forward for one sequence.
 
 A :class:`GrammarMatcher` steps a :class:`~pda.walker.Walker` configuration through the bytes of
-accepted tokens and keeps the history of configurations for rollback.  Its mask for a
+accepted tokens and keeps the history of configurations for rollback.  The walker, its stack
+arena, the linear stacks below its nodes and the mask keys of configurations belong to the
+compiled grammar's :class:`~pda.stack_space.StackSpace`, shared by its matchers: matchers at the
+same point of a document hold the same configuration object, and one of them keys it for all.  Its mask for a
 configuration is the union, over the configuration's tops, of the top state's *accepted* tokens
 (:mod:`pda.precompute`) and of those of the state's *uncertain* tokens that survive a walk on the
 real stack below the top (:func:`pda.token_walk.walk_tokens` over each linear stack of the GSS).
@@ -40,9 +43,8 @@ from .plain_runs import RUN_CAP, mark_within, stack_run
 from .split_tops import SPLIT_DEPTH, top_frames
 from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, survivors_on_path, walk_tokens
 from .walk_workspace import thread_workspace
-from .stack import StackArena
-from .stack_paths import StackPaths
-from .walker import Config, Walker, as_bytes
+from .stack_space import StackSpace
+from .walker import Config, as_bytes
 
 if TYPE_CHECKING:
     from .compiler import CompiledGrammar
@@ -62,8 +64,6 @@ ONE_CALL_SURVIVORS = True
 # read, decided in one call (the tests compare the two).
 SPLIT_TOPS = True
 _MAX_JUMP = 4096
-_KEY_MEMO_LIMIT = 4096  # configurations whose mask keys a matcher remembers
-ARENA_RESET_NODES = 1 << 16  # reset() starts a new stack arena once the old one has this many nodes
 
 MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
 _NO_KEY = object()  # _fill_row: no key remembered for the configuration yet
@@ -83,8 +83,7 @@ class GrammarMatcher:
         terminate_without_stop_token: bool = False, max_rollback_tokens: int | None = None,
     ) -> None:
         self._compiled = compiled
-        grammar = compiled.grammar
-        self._walker = Walker(grammar.automaton, StackArena(grammar.max_stack_depth))
+        self._join(compiled.stack_space())
         tok = compiled.tokenizer_info
         if stop_token_ids is None:
             stops = list(tok.stop_token_ids)
@@ -101,9 +100,7 @@ class GrammarMatcher:
         self._max_rollback = max_rollback_tokens
         self._token_bytes = tok.token_bytes
         self._vocab_size = tok.vocab_size
-        self._keys: dict[Config, object] = {}  # mask keys (or _CONTEXT_FREE) of configurations met
         self._last_key: tuple[Config, tuple[tuple[int, bool], ...], MaskKey | None] | None = None  # (see _key)
-        self._stacks = StackPaths(self._walker.arena)  # the linear stacks and signatures below tops
         # the configuration after each accepted token (the rollback history), and whether the last
         # one accepted a stop token (only the last can: nothing is accepted after it).  Not a tuple
         # per token: the collector would track one more object per token for as long as the matcher
@@ -112,6 +109,14 @@ class GrammarMatcher:
         self._stopped = False
 
     # ------------------------------------------------------------------ state
+
+    def _join(self, space: StackSpace) -> None:
+        """Take ``space``'s arena, walker, stack paths and key memo (shared with the grammar's other
+        matchers in it; :mod:`pda.stack_space`)."""
+        self._space = space
+        self._walker = space.walker
+        self._stacks = space.stacks  # the linear stacks and signatures below tops
+        self._keys = space.keys  # mask keys (or _CONTEXT_FREE) of configurations met
 
     @property
     def _cfg(self) -> Config:
@@ -183,25 +188,24 @@ class GrammarMatcher:
             self._stopped = False  # only the last token can have been a stop token
 
     def reset(self) -> None:
-        """Back to the start of the grammar, with an empty history.  A stack arena that has grown
-        past ``ARENA_RESET_NODES`` nodes is replaced (forks keep the old one), so a matcher reused
-        for many sequences stays bounded."""
-        if len(self._walker.arena) > ARENA_RESET_NODES:
-            grammar = self._compiled.grammar
-            self._walker = Walker(grammar.automaton, StackArena(grammar.max_stack_depth))
-            self._keys = {}
-            self._stacks = StackPaths(self._walker.arena)
+        """Back to the start of the grammar, with an empty history, in the grammar's current stack
+        space: a new one once the old arena has grown past ``ARENA_RESET_NODES`` nodes (matchers
+        not reset keep the old one), so matchers reused for many sequences stay bounded."""
+        space = self._compiled.stack_space()
+        if space is not self._space:
+            self._join(space)
+            self._last_key = None
         self._history = [self._walker.initial()]
         self._stopped = False
 
     def fork(self) -> GrammarMatcher:
         """An independent copy (for beam search or parallel sampling); shares read-only data.
-        A fork may be used from another thread: the stack arena they share interns nodes under
-        a lock, kernel scratch arrays are per thread and memo tables per matcher."""
+        A fork may be used from another thread: the stack space they share (with the grammar's other
+        matchers) interns nodes under a lock and writes memo entries whole, and kernel scratch
+        arrays are per thread."""
         other = object.__new__(GrammarMatcher)
         other.__dict__.update(self.__dict__)
         other._history = list(self._history)
-        other._keys = dict(self._keys)
         return other
 
     # ------------------------------------------------------------------ masks
@@ -286,11 +290,9 @@ class GrammarMatcher:
         return self._remember(cfg, self._key(cfg, self._compiled.signature_depth))  # type: ignore[return-value]
 
     def _remember(self, cfg: Config, key: object) -> object:
-        """Remember ``key`` (a cache key, None or :data:`_CONTEXT_FREE`) for ``cfg`` and return it."""
-        if len(self._keys) >= _KEY_MEMO_LIMIT:
-            self._keys.clear()
-        self._keys[cfg] = key
-        return key
+        """Remember ``key`` (a cache key, None or :data:`_CONTEXT_FREE`) for ``cfg`` in the stack
+        space, for every matcher in it, and return it."""
+        return self._space.remember(cfg, key)
 
     def _key(self, cfg: Config, depths: dict[int, int]) -> MaskKey | None:
         """Each top's part (:meth:`_top_part`).  Remembers the key with what it was made from

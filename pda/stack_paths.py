@@ -17,12 +17,12 @@ from .stack import BOTTOM, StackArena
 __all__ = ["StackPaths", "MAX_STACK_PATHS"]
 
 MAX_STACK_PATHS = 64  # linear stacks (or signature paths) enumerated per top before giving up (None)
-LINE_MEMO_LIMIT = 4096  # arena nodes whose linear stacks are remembered
+LINE_MEMO_LIMIT = 1 << 14  # arena nodes whose linear stacks are remembered (per stack space)
 
 
 class StackPaths:
     """The linear stacks and signatures below the tops of one :class:`~pda.stack.StackArena`
-    (shared by a matcher and its forks, which share the arena: entries are stored whole)."""
+    (shared by the matchers of a :class:`~pda.stack_space.StackSpace`: entries are stored whole)."""
 
     def __init__(self, arena: StackArena) -> None:
         self.arena = arena

@@ -26,7 +26,7 @@ there (the others die), then the closure is taken.  A token is
 * else ``TOKEN_REJECTED``.
 
 With a real stack and ``expand=False`` this is the run-time check: accepted exactly when the
-token's bytes can be consumed on that stack (popping into it), as :class:`pda.matcher.Walker` says.
+token's bytes can be consumed on that stack (popping into it), as :class:`pda.walker.Walker` says.
 """
 
 from __future__ import annotations

@@ -522,9 +522,9 @@ def test_forks_filled_and_advanced_from_threads_match_one_thread(tok: TokenizerI
 
 
 def test_arena_stays_bounded_across_reset(tok: TokenizerInfo, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pda.matcher
+    import pda.stack_space
 
-    monkeypatch.setattr(pda.matcher, "ARENA_RESET_NODES", 50)
+    monkeypatch.setattr(pda.stack_space, "ARENA_RESET_NODES", 50)
     m = GrammarMatcher(GrammarCompiler(tok).compile_builtin_json())
     text = "[" * 60 + "]" * 60
     for _ in range(3):

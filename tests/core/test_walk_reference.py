@@ -15,7 +15,7 @@ grammar, vocabulary, start state and stack, both classify every token, and the c
   byte class; 3 bytes over 10 of them when the grammar has many classes), pieces of the grammar's
   texts (longer tokens), and a seeded sample of 2,000 tokens of DeepSeek's real 129,280-token
   tokenizer (a quarter of them made only of bytes the texts use);
-* starts: the tops of :class:`pda.matcher.Walker` configurations that the grammar's texts pass
+* starts: the tops of :class:`pda.walker.Walker` configurations that the grammar's texts pass
   through, each over the linear stacks below it; and every state that reads a byte (at most 150,
   evenly spread) over the empty stack and over some of those real stacks; each with ``expand`` on
   (as precompute walks) and off (as the run-time check walks; over the empty stack, for half the
@@ -24,7 +24,7 @@ grammar, vocabulary, start state and stack, both classify every token, and the c
   self-loop shortcut) and a sorted random half of it (the prefix-comparison path).
 
 On real stacks without ``expand`` (the run-time check) the byte walker is a second oracle: the
-token is accepted exactly when :class:`~pda.matcher.Walker` can feed its bytes from that stack.
+token is accepted exactly when :class:`~pda.walker.Walker` can feed its bytes from that stack.
 ``escape_rules`` (frames that may be left without expanding) is checked on the reference alone, and
 against the kernel once the kernel takes an escape argument.
 
@@ -55,7 +55,7 @@ from pda.token_walk import (
     TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_REJECTED, TOKEN_UNCERTAIN, walk_listing, walk_tokens,
 )
 from pda.walk_workspace import make_workspace
-from pda.matcher import Config, Walker
+from pda.walker import Config, Walker
 from pda.token_walk import KernelAutomaton
 from pda.precompute import kernel_automaton, max_token_length
 from pda.stack import BOTTOM, StackArena

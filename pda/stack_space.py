@@ -1,0 +1,61 @@
+"""The stacks of a compiled grammar's matchers: one arena, its walker and memo tables, shared.
+
+Every :class:`~pda.matcher.GrammarMatcher` of a :class:`~pda.compiler.CompiledGrammar` takes the
+grammar's current :class:`StackSpace`: a :class:`~pda.stack.StackArena`, the
+:class:`~pda.walker.Walker` over it (its step memo), the linear stacks and signatures below its
+nodes (:class:`~pda.stack_paths.StackPaths`) and the mask keys of the configurations met
+(:attr:`StackSpace.keys`).  The arena hash-conses nodes, so two matchers at the same text position
+of one document shape hold *the same* configuration object: what one matcher learned about it (its
+next configuration after a byte, its mask key) the others read back with one dict lookup.  A
+batch of matchers of one schema meets the same few configurations again and again; with an arena
+per matcher each of them walked and keyed every configuration itself (4.5 us a row, more than half
+a warm batch fill of 128 matchers).
+
+**Bounded.**  The arena is append-only; when it has grown past :data:`ARENA_RESET_NODES` nodes,
+the grammar starts a new space for the matchers made or reset from then on
+(:meth:`~pda.compiler.CompiledGrammar.stack_space`); the matchers still in the old one keep it
+until they reset.  The memo tables are bounded by count (:data:`KEY_MEMO_LIMIT` and the walker's
+and stack paths' own limits) and cleared whole when full: every entry can be recomputed.
+
+**Threads.**  Matchers of one space may run on different threads: the arena interns nodes under a
+lock, and the memo tables are plain dicts whose entries are written whole (a lost or repeated
+entry costs a recomputation, never a wrong value: each is a function of its key).
+"""
+
+from __future__ import annotations
+
+from .automaton import Automaton
+from .stack import StackArena
+from .stack_paths import StackPaths
+from .walker import Config, Walker
+
+__all__ = ["StackSpace", "ARENA_RESET_NODES", "KEY_MEMO_LIMIT"]
+
+# a grammar starts a new space for matchers made or reset once its arena has this many nodes
+ARENA_RESET_NODES = 1 << 16
+# configurations whose mask keys a space remembers (cleared whole when full)
+KEY_MEMO_LIMIT = 1 << 16
+
+
+class StackSpace:
+    """An arena with its walker, stack paths and key memo (see the module docstring)."""
+
+    __slots__ = ("walker", "stacks", "keys")
+
+    def __init__(self, aut: Automaton, max_stack_depth: int) -> None:
+        self.walker = Walker(aut, StackArena(max_stack_depth))
+        self.stacks = StackPaths(self.walker.arena)
+        self.keys: dict[Config, object] = {}  # mask key (or the matcher's markers) per configuration
+
+    @property
+    def full(self) -> bool:
+        """Whether the arena has grown past :data:`ARENA_RESET_NODES` nodes."""
+        return len(self.walker.arena) > ARENA_RESET_NODES
+
+    def remember(self, cfg: Config, key: object) -> object:
+        """Remember ``key`` for ``cfg`` and return it."""
+        keys = self.keys
+        if len(keys) >= KEY_MEMO_LIMIT:
+            keys.clear()
+        keys[cfg] = key
+        return key

@@ -499,12 +499,13 @@ def test_batch_arguments_are_checked(tok: TokenizerInfo) -> None:
         BatchGrammarMatcher(0)
 
 
-def test_forks_filled_and_advanced_from_threads_match_one_thread(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:
+def test_forks_and_matchers_filled_and_advanced_from_threads_match_one_thread(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:
     compiled = GrammarCompiler(tok).compile_json_schema(SCHEMA)
     ids = deepseek_tokenizer.encode(json.dumps(DOCS[0]), add_special_tokens=False)
     expected = masks_along(GrammarCompiler(tok, cache=False).compile_json_schema(SCHEMA), ids)
     root = GrammarMatcher(compiled)
-    forks = [root.fork() for _ in range(4)]
+    # forks, and matchers of their own: all of them share the grammar's stack space
+    forks = [root.fork() for _ in range(3)] + [GrammarMatcher(compiled) for _ in range(3)]
     failures: list[str] = []
 
     def run(m: GrammarMatcher, k: int) -> None:
@@ -533,6 +534,35 @@ def test_arena_stays_bounded_across_reset(tok: TokenizerInfo, monkeypatch: pytes
         m.reset()
         assert len(m._walker.arena) < 50
         assert m.num_tokens == 0 and not m.is_completed()
+
+
+def test_matchers_of_a_grammar_share_configurations_and_their_keys(tok: TokenizerInfo, deepseek_tokenizer: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two matchers along one document hold the same configuration objects (one stack space per
+    grammar, pda.stack_space), and the second keys none of them: the first did, for both.  Their
+    batch masks equal a fresh grammar's."""
+    source = grammars.path("json").read_text(encoding="utf-8")
+    compiled = GrammarCompiler(tok, cache=False).compile_grammar(source)
+    ids = deepseek_tokenizer.encode(json.dumps(DOCS[0]), add_special_tokens=False)
+    expected = masks_along(GrammarCompiler(tok, cache=False).compile_grammar(source), ids)
+    keyed: list[int] = []
+    real_key = GrammarMatcher._key
+
+    def counted(self: GrammarMatcher, cfg: Any, depths: dict[int, int]) -> Any:
+        keyed.append(id(self))
+        return real_key(self, cfg, depths)
+
+    monkeypatch.setattr(GrammarMatcher, "_key", counted)
+    batch = BatchGrammarMatcher(1)
+    out = np.zeros((1, compiled.words), np.int32)
+    first, second = GrammarMatcher(compiled), GrammarMatcher(compiled)
+    for m in (first, second):
+        for step, t in enumerate(ids):
+            batch.batch_fill_next_token_bitmask([m], out)
+            assert np.array_equal(out[0], expected[step]), step
+            assert m.accept_token(t)
+    assert second._cfg is first._cfg
+    assert keyed and set(keyed) == {id(first)}
 
 
 def test_cached_masks_follow_the_stack_below_a_called_rule(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:

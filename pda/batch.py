@@ -72,25 +72,37 @@ class BatchGrammarMatcher:
         """Write matcher ``k``'s mask into row ``indices[k]`` of ``bitmask`` (row ``k`` without
         ``indices``).  ``bitmask`` is ``int32[batch, ceil(vocab/32)]``: a numpy array or a torch
         tensor on CPU or CUDA.  Reads the matchers' states only."""
-        rows = list(range(len(matchers))) if indices is None else [int(i) for i in indices]
-        if len(rows) != len(matchers):
-            raise BitmaskError(f"{len(matchers)} matchers but {len(rows)} indices")
-        if len({id(m) for m in matchers}) != len(matchers):
+        n = len(matchers)
+        rows = list(range(n)) if indices is None else [int(i) for i in indices]
+        if len(rows) != n:
+            raise BitmaskError(f"{n} matchers but {len(rows)} indices")
+        if len(set(map(id, matchers))) != n:
             raise BitmaskError("a matcher appears more than once in the batch")
-        if not matchers:
+        if not n:
             return
         words = matchers[0]._compiled.words
-        host, device = _target(bitmask, words, rows)
+        host, device = _target(bitmask, words, rows, indices is None)
         out: Any = host if host is not None else bitmask
-        states = [m._batch_state() for m in matchers]  # (finished, lookup key, set stops) each
-        zero_rows = [rows[k] for k, st in enumerate(states) if st[0]]
+        # one pass over the batch: finished rows, live positions per grammar, lookup keys, stop rows
+        keys: list[Any] = [None] * n
+        zero_rows: list[int] = []
+        complete: list[int] = []
+        by_grammar: dict[int, list[int]] = {}
+        gid, live = 0, None
+        for k, m in enumerate(matchers):
+            finished, key, stops = m._batch_state()
+            if finished:
+                zero_rows.append(rows[k])
+                continue
+            keys[k] = key
+            if stops:
+                complete.append(k)
+            if id(m._compiled) != gid:  # a batch is usually of one grammar: one dict lookup per run of it
+                gid = id(m._compiled)
+                live = by_grammar.setdefault(gid, [])
+            live.append(k)  # type: ignore[union-attr]
         if zero_rows:
             out[_index(zero_rows, out)] = 0
-        by_grammar: dict[int, list[int]] = {}
-        for k, m in enumerate(matchers):
-            if not states[k][0]:
-                by_grammar.setdefault(id(m._compiled), []).append(k)
-        keys = [st[1] for st in states]
         if host is not None:
             self._fill_host(matchers, by_grammar, keys, host, rows, debug_print)
         else:
@@ -102,7 +114,7 @@ class BatchGrammarMatcher:
                     plan.computed.append(entry)
                 for plan in plans:
                     plan.write(bitmask, rows)
-        self._set_stops(matchers, [k for k, st in enumerate(states) if st[2]], out, rows)
+        self._set_stops(matchers, complete, out, rows)
 
     def _fill_host(self, matchers: Sequence[GrammarMatcher], by_grammar: dict[int, list[int]], keys: list[Any],
                    host: np.ndarray, rows: list[int], debug_print: bool) -> None:
@@ -110,11 +122,15 @@ class BatchGrammarMatcher:
         pins needed); the misses are computed, written and put into the cache (unpinned)."""
         pending: dict[tuple[int, Any], list[int]] = {}  # (grammar id, lookup key) -> batch positions
         for gid, live in by_grammar.items():
-            cached = [k for k in live if keys[k] is not None]
+            lookup = [keys[k] for k in live]
+            cached = live
+            if None in lookup:  # rows without a key: computed on their own
+                cached = [k for k in live if keys[k] is not None]
+                lookup = [keys[k] for k in cached]
             cache = matchers[live[0]]._compiled.mask_cache()
-            hits = cache.get_many_into([keys[k] for k in cached], host, [rows[k] for k in cached])
+            hits = cache.get_many_into(lookup, host, [rows[k] for k in cached])
             missed = [k for k, hit in zip(cached, hits) if not hit]
-            if len(cached) < len(live):
+            if cached is not live:
                 missed += [k for k in live if keys[k] is None]
             for k in missed:
                 key = keys[k]
@@ -242,8 +258,9 @@ class _GrammarRows:
                 out[rows[k]].copy_(_torch().from_numpy(row))
 
 
-def _target(bitmask: Any, words: int, rows: list[int]) -> tuple[np.ndarray | None, str | None]:
-    """(a numpy view of the rows, None) for numpy and CPU tensors; (None, device) for CUDA."""
+def _target(bitmask: Any, words: int, rows: list[int], in_order: bool) -> tuple[np.ndarray | None, str | None]:
+    """(a numpy view of the rows, None) for numpy and CPU tensors; (None, device) for CUDA.
+    ``in_order``: ``rows`` is ``0 .. len(rows) - 1``."""
     if isinstance(bitmask, np.ndarray):
         if bitmask.dtype != np.int32 or bitmask.ndim != 2:
             raise BitmaskError(f"bitmask must be int32[batch, words], got {bitmask.dtype} with shape {bitmask.shape}")
@@ -262,9 +279,13 @@ def _target(bitmask: Any, words: int, rows: list[int]) -> tuple[np.ndarray | Non
     shape = bitmask.shape
     if shape[-1] != words:
         raise BitmaskError(f"bitmask rows must have {words} int32 words for this tokenizer, got {shape[-1]}")
-    bad = [r for r in rows if not 0 <= r < shape[0]]
-    if bad:
-        raise BitmaskError(f"bitmask row index {bad[0]} is out of range for {shape[0]} rows")
+    height = int(shape[0])
+    if in_order and len(rows) > height:
+        raise BitmaskError(f"bitmask row index {height} is out of range for {height} rows")
+    if not in_order:
+        bad = [r for r in rows if not 0 <= r < height]
+        if bad:
+            raise BitmaskError(f"bitmask row index {bad[0]} is out of range for {height} rows")
     return host, device
 
 

@@ -356,6 +356,11 @@ def copy_row_runs(pool: torch.Tensor, host: np.ndarray, slots: Sequence[int | No
     import torch
 
     n = len(slots)
+    if n >= _TORCH_RUN_ROWS and out.flags.c_contiguous and None not in slots and rows == list(range(rows[0], rows[0] + n)):
+        if rows[0] >= 0:  # every row a hit, into consecutive rows (a batch in order): one copy
+            index = torch.from_numpy(np.array(slots, dtype=np.int64))
+            torch.index_select(pool, 0, index, out=torch.from_numpy(out[rows[0]:rows[0] + n]))
+            return
     i = 0
     while i < n:
         if slots[i] is None:

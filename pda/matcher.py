@@ -33,6 +33,7 @@ still gathers every row from the cache, as one index operation.
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -67,7 +68,19 @@ _MAX_JUMP = 4096
 
 MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
 _NO_KEY = object()  # _fill_row: no key remembered for the configuration yet
-_CONTEXT_FREE = object()  # remembered for a configuration whose mask is built from its classes
+_NO_STEP = object()  # accept_token: the token's step from the configuration not remembered yet
+
+
+class _ContextFreeKey(tuple):  # type: ignore[type-arg]
+    """The key remembered for a :meth:`GrammarMatcher._context_free` configuration: its top states
+    with no stack part (what :meth:`GrammarMatcher._key` makes of it), marked as such: a single
+    fill builds its row from the classes, a batch gathers it from the cache under this key."""
+
+    __slots__ = ()
+
+
+def _context_free_key(cfg: Config) -> _ContextFreeKey:
+    return _ContextFreeKey((s, ()) for s, _ in cfg.tops)
 
 
 class GrammarMatcher:
@@ -95,6 +108,7 @@ class GrammarMatcher:
             if not 0 <= t < tok.vocab_size:
                 raise ValueError(f"stop token id {t} is outside the vocabulary (size {tok.vocab_size})")
         self._stops = np.array(sorted(set(stops)), dtype=np.int32)
+        self._has_stops = bool(self._stops.shape[0])
         self._stop_set = frozenset(stops)
         self._terminate_without_stop = terminate_without_stop_token
         self._max_rollback = max_rollback_tokens
@@ -116,7 +130,8 @@ class GrammarMatcher:
         self._space = space
         self._walker = space.walker
         self._stacks = space.stacks  # the linear stacks and signatures below tops
-        self._keys = space.keys  # mask keys (or _CONTEXT_FREE) of configurations met
+        self._keys = space.keys  # mask keys (or None) of configurations met
+        self._steps = space.steps  # (configuration, token) -> the next configuration, or None: refused
 
     @property
     def _cfg(self) -> Config:
@@ -156,17 +171,28 @@ class GrammarMatcher:
                 return False
             self._push(self._cfg, True)
             return True
-        if not 0 <= token_id < self._vocab_size:
+        if type(token_id) is not int:
+            token_id = operator.index(token_id)  # numpy integers; a float is a TypeError, as a list index
+        cur = self._history[-1]
+        nxt = self._steps.get((cur, token_id), _NO_STEP)  # the grammar's other matchers stepped it before
+        if nxt is _NO_STEP:
+            nxt = self._space.remember_step(cur, token_id, self._step(cur, token_id))
+        if nxt is None:
             return False
+        self._push(nxt, False)  # type: ignore[arg-type]
+        return True
+
+    def _step(self, cfg: Config, token_id: int) -> Config | None:
+        """The configuration after token ``token_id`` (not a stop token) from ``cfg``; None when it
+        is refused there (or has no bytes, or is outside the vocabulary)."""
+        if not 0 <= token_id < self._vocab_size:
+            return None
         data = self._token_bytes[token_id] if token_id < len(self._token_bytes) else b""
         if not data:
-            return False
+            return None
         arr = np.frombuffer(data, dtype=np.uint8)
-        cfg, pos = self._walker.run(self._cfg, arr, 0, len(arr))
-        if pos < len(arr):
-            return False
-        self._push(cfg, False)
-        return True
+        nxt, pos = self._walker.run(cfg, arr, 0, len(arr))
+        return nxt if pos == len(arr) else None
 
     def accept_string(self, text: str | bytes) -> bool:
         """Accept the bytes of ``text`` as one step (counts as one token for ``rollback``)."""
@@ -230,7 +256,8 @@ class GrammarMatcher:
         cfg = self._history[-1]
         if self._stopped or (self._terminate_without_stop and cfg.accepting):
             return True, None, False
-        return False, self._lookup_key(cfg), cfg.accepting and self._stops.shape[0] > 0
+        key = self._keys.get(cfg, _NO_KEY)  # _lookup_key's first step, written out (once per row)
+        return False, self._lookup_key(cfg) if key is _NO_KEY else key, cfg.accepting and self._has_stops  # type: ignore[return-value]
 
     def _fill_row(self, row: np.ndarray) -> None:
         """The mask of the current configuration into ``row`` (reads the state only).  Runs once per
@@ -243,10 +270,10 @@ class GrammarMatcher:
         key = self._keys.get(cfg, _NO_KEY)
         if key is _NO_KEY:
             if self._context_free(cfg):
-                key = self._remember(cfg, _CONTEXT_FREE)
+                key = self._remember(cfg, _context_free_key(cfg))
             else:
                 key = self._current_key(cfg)
-        if key is _CONTEXT_FREE:
+        if type(key) is _ContextFreeKey:
             self._write_context_free(cfg, row)
         else:
             cache = self._compiled.mask_cache()
@@ -277,9 +304,7 @@ class GrammarMatcher:
         of the cost.  Tops not classified yet are left to the batch's worker threads."""
         key = self._keys.get(cfg, _NO_KEY)  # not try/except: a batch's every new configuration misses here
         if key is _NO_KEY and self._context_free(cfg, classify=False):
-            key = self._remember(cfg, _CONTEXT_FREE)
-        if key is _CONTEXT_FREE:
-            return tuple((s, ()) for s, _ in cfg.tops)
+            key = self._remember(cfg, _context_free_key(cfg))
         if key is _NO_KEY:
             return self._current_key(cfg)
         return key  # type: ignore[return-value]
@@ -290,7 +315,7 @@ class GrammarMatcher:
         return self._remember(cfg, self._key(cfg, self._compiled.signature_depth))  # type: ignore[return-value]
 
     def _remember(self, cfg: Config, key: object) -> object:
-        """Remember ``key`` (a cache key, None or :data:`_CONTEXT_FREE`) for ``cfg`` in the stack
+        """Remember ``key`` (a cache key or None) for ``cfg`` in the stack
         space, for every matcher in it, and return it."""
         return self._space.remember(cfg, key)
 
@@ -338,7 +363,7 @@ class GrammarMatcher:
         when an exact key exists for it.  Reads the state only; safe to run on a worker thread."""
         row, key = self._compute_entry(cfg)
         if self._context_free(cfg):  # built from its classes from now on (_write_context_free)
-            self._remember(cfg, _CONTEXT_FREE)
+            self._remember(cfg, _context_free_key(cfg))
         elif key is not None and cache is not None:
             cache.put(key, row)
         return row

@@ -3,10 +3,11 @@
 Every :class:`~pda.matcher.GrammarMatcher` of a :class:`~pda.compiler.CompiledGrammar` takes the
 grammar's current :class:`StackSpace`: a :class:`~pda.stack.StackArena`, the
 :class:`~pda.walker.Walker` over it (its step memo), the linear stacks and signatures below its
-nodes (:class:`~pda.stack_paths.StackPaths`) and the mask keys of the configurations met
-(:attr:`StackSpace.keys`).  The arena hash-conses nodes, so two matchers at the same text position
-of one document shape hold *the same* configuration object: what one matcher learned about it (its
-next configuration after a byte, its mask key) the others read back with one dict lookup.  A
+nodes (:class:`~pda.stack_paths.StackPaths`), the mask keys of the configurations met
+(:attr:`StackSpace.keys`) and their steps by token (:attr:`StackSpace.steps`).  The arena
+hash-conses nodes, so two matchers at the same text position of one document shape hold *the same*
+configuration object: what one matcher learned about it (its next configuration after a byte or a
+token, its mask key) the others read back with one dict lookup.  A
 batch of matchers of one schema meets the same few configurations again and again; with an arena
 per matcher each of them walked and keyed every configuration itself (4.5 us a row, more than half
 a warm batch fill of 128 matchers).
@@ -29,23 +30,26 @@ from .stack import StackArena
 from .stack_paths import StackPaths
 from .walker import Config, Walker
 
-__all__ = ["StackSpace", "ARENA_RESET_NODES", "KEY_MEMO_LIMIT"]
+__all__ = ["StackSpace", "ARENA_RESET_NODES", "KEY_MEMO_LIMIT", "STEP_MEMO_LIMIT"]
 
 # a grammar starts a new space for matchers made or reset once its arena has this many nodes
 ARENA_RESET_NODES = 1 << 16
 # configurations whose mask keys a space remembers (cleared whole when full)
 KEY_MEMO_LIMIT = 1 << 16
+# (configuration, token) steps a space remembers (cleared whole when full)
+STEP_MEMO_LIMIT = 1 << 17
 
 
 class StackSpace:
     """An arena with its walker, stack paths and key memo (see the module docstring)."""
 
-    __slots__ = ("walker", "stacks", "keys")
+    __slots__ = ("walker", "stacks", "keys", "steps")
 
     def __init__(self, aut: Automaton, max_stack_depth: int) -> None:
         self.walker = Walker(aut, StackArena(max_stack_depth))
         self.stacks = StackPaths(self.walker.arena)
-        self.keys: dict[Config, object] = {}  # mask key (or the matcher's markers) per configuration
+        self.keys: dict[Config, object] = {}  # mask key (or None: not cacheable) per configuration
+        self.steps: dict[tuple[Config, int], Config | None] = {}  # (configuration, token) -> next, None: refused
 
     @property
     def full(self) -> bool:
@@ -59,3 +63,11 @@ class StackSpace:
             keys.clear()
         keys[cfg] = key
         return key
+
+    def remember_step(self, cfg: Config, token_id: int, nxt: Config | None) -> Config | None:
+        """Remember that token ``token_id`` takes ``cfg`` to ``nxt`` (None: refuses it); return ``nxt``."""
+        steps = self.steps
+        if len(steps) >= STEP_MEMO_LIMIT:
+            steps.clear()
+        steps[(cfg, token_id)] = nxt
+        return nxt

@@ -539,8 +539,8 @@ def test_arena_stays_bounded_across_reset(tok: TokenizerInfo, monkeypatch: pytes
 def test_matchers_of_a_grammar_share_configurations_and_their_keys(tok: TokenizerInfo, deepseek_tokenizer: Any,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Two matchers along one document hold the same configuration objects (one stack space per
-    grammar, pda.stack_space), and the second keys none of them: the first did, for both.  Their
-    batch masks equal a fresh grammar's."""
+    grammar, pda.stack_space), and the second keys and steps none of them: the first did, for both,
+    the tokens it refused too.  Their batch masks equal a fresh grammar's."""
     source = grammars.path("json").read_text(encoding="utf-8")
     compiled = GrammarCompiler(tok, cache=False).compile_grammar(source)
     ids = deepseek_tokenizer.encode(json.dumps(DOCS[0]), add_special_tokens=False)
@@ -552,17 +552,31 @@ def test_matchers_of_a_grammar_share_configurations_and_their_keys(tok: Tokenize
         keyed.append(id(self))
         return real_key(self, cfg, depths)
 
+    stepped: list[int] = []
+    real_step = GrammarMatcher._step
+
+    def counted_step(self: GrammarMatcher, cfg: Any, token_id: int) -> Any:
+        stepped.append(id(self))
+        return real_step(self, cfg, token_id)
+
     monkeypatch.setattr(GrammarMatcher, "_key", counted)
+    monkeypatch.setattr(GrammarMatcher, "_step", counted_step)
     batch = BatchGrammarMatcher(1)
     out = np.zeros((1, compiled.words), np.int32)
     first, second = GrammarMatcher(compiled), GrammarMatcher(compiled)
+    vocab = compiled.tokenizer_info.vocab_size
+    refused = [int(np.flatnonzero(~pda.bitmask_to_bool(torch.from_numpy(e), vocab).numpy())[0]) for e in expected]
     for m in (first, second):
         for step, t in enumerate(ids):
             batch.batch_fill_next_token_bitmask([m], out)
             assert np.array_equal(out[0], expected[step]), step
-            assert m.accept_token(t)
+            assert not m.accept_token(np.int64(refused[step]))  # a numpy integer, refused: nothing changes
+            assert m.accept_token(np.int64(t)) and m.num_tokens == step + 1
     assert second._cfg is first._cfg
     assert keyed and set(keyed) == {id(first)}
+    assert stepped and set(stepped) == {id(first)}
+    with pytest.raises(TypeError):
+        second.accept_token(ids[0] + 0.5)  # type: ignore[arg-type]
 
 
 def test_cached_masks_follow_the_stack_below_a_called_rule(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:

@@ -536,6 +536,36 @@ def test_arena_stays_bounded_across_reset(tok: TokenizerInfo, monkeypatch: pytes
         assert m.num_tokens == 0 and not m.is_completed()
 
 
+def test_matchers_in_an_old_and_a_new_stack_space_share_the_mask_cache_exactly(
+        tok: TokenizerInfo, deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mask keys are made of states and return-state paths, never of arena node ids: a matcher left
+    in a full stack space and one made in the grammar's next space share the grammar's mask cache,
+    and both keep the masks of a fresh grammar, step by step."""
+    import pda.stack_space
+
+    doc = json.dumps({"a": [[1, {"b": [2, [3]]}], "x"], "c": {"d": [[[4]]]}})
+    ids = deepseek_tokenizer.encode(doc, add_special_tokens=False)
+    expected = masks_along(GrammarCompiler(tok, cache=False).compile_builtin_json(), ids)
+    compiled = GrammarCompiler(tok, cache=False).compile_builtin_json()
+    old = GrammarMatcher(compiled)
+    for step, t in enumerate(ids[: len(ids) // 2]):
+        assert np.array_equal(old.next_token_mask(), expected[step]), step
+        assert old.accept_token(t)
+    assert len(old._walker.arena) > 3
+    monkeypatch.setattr(pda.stack_space, "ARENA_RESET_NODES", len(old._walker.arena) - 1)
+    new = GrammarMatcher(compiled)  # the old space's arena is past the bound: a new space
+    assert new._space is not old._space and compiled.stack_space() is new._space
+    hits = compiled.mask_cache_stats()["hits"]
+    for step, t in enumerate(ids):
+        assert np.array_equal(new.next_token_mask(), expected[step]), step
+        assert new.accept_token(t)
+        if step >= len(ids) // 2:
+            assert np.array_equal(old.next_token_mask(), expected[step]), step
+            assert old.accept_token(t)
+    assert old._space is not new._space
+    assert compiled.mask_cache_stats()["hits"] > hits  # the two spaces read the grammar's one mask cache
+
+
 def test_matchers_of_a_grammar_share_configurations_and_their_keys(tok: TokenizerInfo, deepseek_tokenizer: Any,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Two matchers along one document hold the same configuration objects (one stack space per

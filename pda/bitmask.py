@@ -356,11 +356,12 @@ def copy_row_runs(pool: torch.Tensor, host: np.ndarray, slots: Sequence[int | No
     import torch
 
     n = len(slots)
-    if n >= _TORCH_RUN_ROWS and out.flags.c_contiguous and None not in slots and rows == list(range(rows[0], rows[0] + n)):
-        if rows[0] >= 0:  # every row a hit, into consecutive rows (a batch in order): one copy
-            index = torch.from_numpy(np.array(slots, dtype=np.int64))
-            torch.index_select(pool, 0, index, out=torch.from_numpy(out[rows[0]:rows[0] + n]))
-            return
+    r0 = rows[0] if n else -1
+    if n >= _TORCH_RUN_ROWS and r0 >= 0 and out.flags.c_contiguous and None not in slots \
+            and rows == list(range(r0, r0 + n)):  # every row a hit, into rows in order: one copy, no scan
+        index = torch.from_numpy(np.array(slots, dtype=np.int64))
+        torch.index_select(pool, 0, index, out=torch.from_numpy(out[r0:r0 + n]))
+        return
     i = 0
     while i < n:
         if slots[i] is None:

@@ -71,7 +71,7 @@ class CompiledGrammar:
         other matchers share, or a new one once that one's arena is full."""
         space = self._space
         if space is None or space.full:
-            with self._mask_lock:
+            with self._mask_lock:  # (also guards the mask caches' creation: both are rare)
                 space = self._space
                 if space is None or space.full:
                     space = self._space = StackSpace(self.grammar.automaton, self.grammar.max_stack_depth)

@@ -2,10 +2,10 @@
 
 A :class:`GrammarMatcher` steps a :class:`~pda.walker.Walker` configuration through the bytes of
 accepted tokens and keeps the history of configurations for rollback.  The walker, its stack
-arena, the linear stacks below its nodes and the mask keys of configurations belong to the
-compiled grammar's :class:`~pda.stack_space.StackSpace`, shared by its matchers: matchers at the
-same point of a document hold the same configuration object, and one of them keys it for all.  Its mask for a
-configuration is the union, over the configuration's tops, of the top state's *accepted* tokens
+arena, the linear stacks below its nodes, the mask keys of configurations and their steps by token
+belong to the compiled grammar's :class:`~pda.stack_space.StackSpace`, shared by its matchers:
+matchers at the same point of a document hold the same configuration object, and one of them keys
+and steps it for all.  Its mask for a configuration is the union, over the configuration's tops, of the top state's *accepted* tokens
 (:mod:`pda.precompute`) and of those of the state's *uncertain* tokens that survive a walk on the
 real stack below the top (:func:`pda.token_walk.walk_tokens` over each linear stack of the GSS).
 
@@ -325,8 +325,8 @@ class GrammarMatcher:
         return self._remember(cfg, self._key(cfg, self._compiled.signature_depth))  # type: ignore[return-value]
 
     def _remember(self, cfg: Config, key: object) -> object:
-        """Remember ``key`` (a cache key or None) for ``cfg`` in the stack
-        space, for every matcher in it, and return it."""
+        """Remember ``key`` (a cache key or None) for ``cfg`` in the stack space, for every matcher
+        in it, and return it."""
         return self._space.remember(cfg, key)
 
     def _key(self, cfg: Config, depths: dict[int, int]) -> MaskKey | None:

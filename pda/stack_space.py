@@ -7,16 +7,17 @@ nodes (:class:`~pda.stack_paths.StackPaths`), the mask keys of the configuration
 (:attr:`StackSpace.keys`) and their steps by token (:attr:`StackSpace.steps`).  The arena
 hash-conses nodes, so two matchers at the same text position of one document shape hold *the same*
 configuration object: what one matcher learned about it (its next configuration after a byte or a
-token, its mask key) the others read back with one dict lookup.  A
-batch of matchers of one schema meets the same few configurations again and again; with an arena
-per matcher each of them walked and keyed every configuration itself (4.5 us a row, more than half
-a warm batch fill of 128 matchers).
+token, its mask key) the others read back with one dict lookup.  A batch of matchers of one schema
+meets the same few configurations again and again; with an arena per matcher each of them walked
+and keyed every configuration itself (4.5 us a row, more than half a warm batch fill of 128
+matchers).
 
 **Bounded.**  The arena is append-only; when it has grown past :data:`ARENA_RESET_NODES` nodes,
 the grammar starts a new space for the matchers made or reset from then on
 (:meth:`~pda.compiler.CompiledGrammar.stack_space`); the matchers still in the old one keep it
-until they reset.  The memo tables are bounded by count (:data:`KEY_MEMO_LIMIT` and the walker's
-and stack paths' own limits) and cleared whole when full: every entry can be recomputed.
+until they reset.  The memo tables are bounded by count (:data:`KEY_MEMO_LIMIT`,
+:data:`STEP_MEMO_LIMIT` and the walker's and stack paths' own limits) and cleared whole when full:
+every entry can be recomputed.
 
 **Threads.**  Matchers of one space may run on different threads: the arena interns nodes under a
 lock, and the memo tables are plain dicts whose entries are written whole (a lost or repeated
@@ -41,7 +42,7 @@ STEP_MEMO_LIMIT = 1 << 17
 
 
 class StackSpace:
-    """An arena with its walker, stack paths and key memo (see the module docstring)."""
+    """An arena with its walker, stack paths, key memo and step memo (see the module docstring)."""
 
     __slots__ = ("walker", "stacks", "keys", "steps")
 

@@ -21,7 +21,8 @@ its classes, no gather: 6 us hot through this call, where the passes above took 
 
 The lookup keys cost a dict lookup a row once any matcher of the grammar has met the
 configuration: its matchers share one stack space (:mod:`pda.stack_space`), so matchers at the same
-point of a document hold the same configuration object, and its key is remembered there.
+point of a document hold the same configuration object, and its key is remembered there.  Keys are
+ints (:mod:`pda.mask_keys`), so the cache's lookups hash and compare in C whatever the stack depth.
 
 Matchers of a batch may belong to different compiled grammars and tokenizers of one vocabulary
 size.  A matcher must not appear twice in one batch.
@@ -44,10 +45,6 @@ if TYPE_CHECKING:
     from .matcher import GrammarMatcher
 
 __all__ = ["BatchGrammarMatcher"]
-
-
-class _Uncached(int):
-    """The pending-work key of a matcher whose mask has no cache key (computed on its own)."""
 
 
 class BatchGrammarMatcher:
@@ -133,7 +130,7 @@ class BatchGrammarMatcher:
                    host: np.ndarray, rows: list[int], debug_print: bool) -> None:
         """A CPU bitmask: each grammar's hits are copied from its CPU pool under one lock hold (no
         pins needed); the misses are computed, written and put into the cache (unpinned)."""
-        pending: dict[tuple[int, Any], list[int]] = {}  # (grammar id, lookup key) -> batch positions
+        pending: dict[tuple[Any, ...], list[int]] = {}  # (grammar id, lookup key) -> batch positions
         for gid, live in by_grammar.items():
             lookup = [keys[k] for k in live]
             cached = live
@@ -147,7 +144,7 @@ class BatchGrammarMatcher:
                 missed += [k for k in live if keys[k] is None]
             for k in missed:
                 key = keys[k]
-                pending.setdefault((gid, key if key is not None else _Uncached(k)), []).append(k)
+                pending.setdefault((gid, key) if key is not None else (gid, None, k), []).append(k)  # no key: on its own
         groups = list(pending.values())
         for group in self._compute(matchers, groups, debug_print) if groups else ():
             cache = matchers[group[0][0]]._compiled.mask_cache()
@@ -241,10 +238,10 @@ class _GrammarRows:
         for (k, _), slot in zip(cached, self.batch.get_many([key for _, key in cached])):
             if slot is not None:
                 self.slot[k] = slot
-        self.pending: dict[Any, list[int]] = {}  # lookup key (or _Uncached) -> batch positions
+        self.pending: dict[Any, list[int]] = {}  # lookup key (or (None, position)) -> batch positions
         for k, key in zip(live, keys):
             if k not in self.slot:
-                self.pending.setdefault(key if key is not None else _Uncached(k), []).append(k)
+                self.pending.setdefault(key if key is not None else (None, k), []).append(k)  # no key: on its own
         self.computed: list[list[tuple[int, np.ndarray, Any]]] = []  # per pending group
 
     def write(self, out: Any, rows: list[int]) -> None:

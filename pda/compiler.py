@@ -21,6 +21,7 @@ from .limits import DEFAULT_MAX_COMPILE_SECONDS
 from .grammar import Grammar
 from .errors import SerializationError
 from .split_tops import SplitTops
+from .mask_keys import MaskKeys
 from .stack_space import StackSpace
 from .walk_results import WalkResults
 from .precompute import STOP_WARMING, TokenClasses, max_token_length, precompute_classes, prepare_tokenizer
@@ -60,6 +61,7 @@ class CompiledGrammar:
         self.max_token_length = max_token_length(self.trie)
         self.signature_depth: dict[int, int] = {}  # state -> deepest stack frame a mask check read
         self.split_tops = SplitTops(classes, self.trie, self.max_token_length)  # (pda.split_tops)
+        self.mask_keys = MaskKeys()  # mask keys as ints, for the mask cache and key memos (pda.mask_keys)
         self.top_survivors = WalkResults()  # a top's surviving ids by state and frames read (pda.walk_results)
         self.mask_cache_max_bytes = mask_cache_max_bytes
         self._mask_caches: dict[str, Any] = {}

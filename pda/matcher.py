@@ -66,31 +66,16 @@ ONE_CALL_SURVIVORS = True
 SPLIT_TOPS = True
 _MAX_JUMP = 4096
 
-MaskKey = tuple[tuple[int, tuple[tuple[int, ...], ...]], ...]
+MaskKey = int  # a mask key's id in its grammar's table (pda.mask_keys)
 _NO_KEY = object()  # _fill_row: no key remembered for the configuration yet
 _NO_STEP = object()  # accept_token: the token's step from the configuration not remembered yet
 
 
-class _Key(tuple):  # type: ignore[type-arg]
-    """A mask key (:data:`MaskKey`) that hashes once.  A tuple rehashes every element at every
-    lookup, and a key of a deep stack holds many (a warm batch of 128 ``sql_select`` matchers spent
-    3-8 us a row in its mask cache lookups).  Equal to, and hashed as, the plain tuple."""
-
-    def __init__(self, parts: Any) -> None:
-        self._hash = tuple.__hash__(self)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-
-class _ContextFreeKey(_Key):
-    """The key remembered for a :meth:`GrammarMatcher._context_free` configuration: its top states
-    with no stack part (what :meth:`GrammarMatcher._key` makes of it), marked as such: a single
-    fill builds its row from the classes, a batch gathers it from the cache under this key."""
-
-
-def _context_free_key(cfg: Config) -> _ContextFreeKey:
-    return _ContextFreeKey((s, ()) for s, _ in cfg.tops)
+class _ContextFreeKey(int):
+    """The key id remembered for a :meth:`GrammarMatcher._context_free` configuration: the id of
+    its top states with no stack part (what :meth:`GrammarMatcher._key` makes of it), marked as
+    such: a single fill builds its row from the classes, a batch gathers it from the cache under
+    this id."""
 
 
 class GrammarMatcher:
@@ -124,12 +109,12 @@ class GrammarMatcher:
         self._max_rollback = max_rollback_tokens
         self._token_bytes = tok.token_bytes
         self._vocab_size = tok.vocab_size
-        self._last_key: tuple[Config, tuple[tuple[int, bool], ...], MaskKey | None] | None = None  # (see _key)
+        self._last_key: tuple[Config, tuple[tuple[int, bool], ...], tuple[Any, ...] | None] | None = None  # (see _key)
         # the configuration after each accepted token (the rollback history), and whether the last
         # one accepted a stop token (only the last can: nothing is accepted after it).  Not a tuple
         # per token: the collector would track one more object per token for as long as the matcher
         # lives (a server's long generations make every full collection longer)
-        self._history: list[Config] = [self._walker.initial()]
+        self._history: list[Config] = [self._space.start]
         self._stopped = False
 
     # ------------------------------------------------------------------ state
@@ -212,7 +197,7 @@ class GrammarMatcher:
         cfg, pos = self._walker.run(self._cfg, arr, 0, len(arr))
         if pos < len(arr):
             return False
-        self._push(cfg, False)
+        self._push(self._space.canonical(cfg), False)
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
@@ -231,7 +216,7 @@ class GrammarMatcher:
         if space is not self._space:
             self._join(space)
             self._last_key = None
-        self._history = [self._walker.initial()]
+        self._history = [self._space.start]
         self._stopped = False
 
     def fork(self) -> GrammarMatcher:
@@ -280,7 +265,7 @@ class GrammarMatcher:
         key = self._keys.get(cfg, _NO_KEY)
         if key is _NO_KEY:
             if self._context_free(cfg):
-                key = self._remember(cfg, _context_free_key(cfg))
+                key = self._remember(cfg, self._context_free_key(cfg))
             else:
                 key = self._current_key(cfg)
         if type(key) is _ContextFreeKey:
@@ -314,7 +299,7 @@ class GrammarMatcher:
         of the cost.  Tops not classified yet are left to the batch's worker threads."""
         key = self._keys.get(cfg, _NO_KEY)  # not try/except: a batch's every new configuration misses here
         if key is _NO_KEY and self._context_free(cfg, classify=False):
-            key = self._remember(cfg, _context_free_key(cfg))
+            key = self._remember(cfg, self._context_free_key(cfg))
         if key is _NO_KEY:
             return self._current_key(cfg)
         return key  # type: ignore[return-value]
@@ -330,10 +315,11 @@ class GrammarMatcher:
         return self._space.remember(cfg, key)
 
     def _key(self, cfg: Config, depths: dict[int, int]) -> MaskKey | None:
-        """Each top's part (:meth:`_top_part`).  Remembers the key with what it was made from
-        (:meth:`_basis`), for :meth:`_compute_entry`; a key of the configuration made before keeps
-        the parts of the tops whose depth and split state are the same (a computation that deepened
-        one top's key walked no other top again: 36 us a miss on the built-in JSON grammar)."""
+        """The id (:mod:`pda.mask_keys`) of the tuple of each top's part (:meth:`_top_part`).
+        Remembers the parts with what they were made from (:meth:`_basis`), for
+        :meth:`_compute_entry`; a key of the configuration made before keeps the parts of the tops
+        whose depth and split state are the same (a computation that deepened one top's key walked
+        no other top again: 36 us a miss on the built-in JSON grammar)."""
         basis = self._basis(cfg, depths)  # first: a depth that grows meanwhile only deepens the key
         last = self._last_key
         old = last[1] if last is not None and last[0] is cfg and last[2] is not None else None
@@ -343,9 +329,13 @@ class GrammarMatcher:
             if part is None:
                 break
             parts.append(part)
-        key = _Key(parts) if len(parts) == len(cfg.tops) else None
-        self._last_key = (cfg, basis, key)
-        return key
+        whole = tuple(parts) if len(parts) == len(cfg.tops) else None
+        self._last_key = (cfg, basis, whole)
+        return None if whole is None else self._compiled.mask_keys.id_of(whole)
+
+    def _context_free_key(self, cfg: Config) -> _ContextFreeKey:
+        """The key of a context-free configuration: the id of its top states with no stack part."""
+        return _ContextFreeKey(self._compiled.mask_keys.id_of(tuple((s, ()) for s, _ in cfg.tops)))
 
     def _basis(self, cfg: Config, depths: dict[int, int]) -> tuple[tuple[int, bool], ...]:
         """What a key of ``cfg`` depends on besides the configuration: each top's depth and whether
@@ -373,7 +363,7 @@ class GrammarMatcher:
         when an exact key exists for it.  Reads the state only; safe to run on a worker thread."""
         row, key = self._compute_entry(cfg)
         if self._context_free(cfg):  # built from its classes from now on (_write_context_free)
-            self._remember(cfg, _context_free_key(cfg))
+            self._remember(cfg, self._context_free_key(cfg))
         elif key is not None and cache is not None:
             cache.put(key, row)
         return row

@@ -743,3 +743,47 @@ def test_group_keys_are_used_while_they_pay(deepseek_tokenizer: Any, monkeypatch
             r = ref.by_state[s]
             assert np.array_equal(c.uncertain, r.uncertain), s
             assert np.array_equal(c.accepted_mask(tok.trie.order, ref.words), r.accepted_mask(tok.trie.order, ref.words)), s
+
+
+def test_mask_key_ids_stay_exact_when_their_table_is_cleared(tok: TokenizerInfo, deepseek_tokenizer: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mask keys are ids of the grammar's table (pda.mask_keys): equal key tuples get one id, and a
+    table cleared when full numbers on without reusing an id.  With the table's bound at 3 (cleared
+    many times along a document), single fills and batch fills of the schema and SQL grammars equal
+    a fresh grammar's masks at every step."""
+    import pda.mask_keys
+
+    keys = pda.mask_keys.MaskKeys()
+    a = keys.id_of(((5, ()), (7, ((1, 2),))))
+    assert keys.id_of(((5, ()), (7, ((1, 2),)))) == a and keys.id_of(((5, ()),)) != a
+    monkeypatch.setattr(pda.mask_keys, "KEY_ID_LIMIT", 3)
+    batch = BatchGrammarMatcher(1)
+    for name, build, docs in workloads(deepseek_tokenizer):
+        if name not in ("schema", "sql"):
+            continue
+        ids = docs[0]
+        expected = masks_along(build(GrammarCompiler(tok, cache=False)), ids)
+        compiled = build(GrammarCompiler(tok, cache=False))
+        single, batched, other = (GrammarMatcher(compiled) for _ in range(3))
+        out = np.zeros((2, compiled.words), np.int32)
+        for step, t in enumerate([*ids, None]):
+            assert np.array_equal(single.next_token_mask(), expected[step]), f"{name}: step {step}"
+            batch.batch_fill_next_token_bitmask([other, batched], out, [0, 1])
+            assert np.array_equal(out[1], expected[step]), f"{name}: batch, step {step}"
+            assert t is None or (single.accept_token(t) and batched.accept_token(t))
+        assert len(compiled.mask_keys) <= 3 and next(compiled.mask_keys._next) > 6, name
+
+
+def test_a_configuration_is_one_object_however_it_is_reached(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:
+    """Matchers of a grammar hold one object per configuration (StackSpace.canonical), whichever
+    text or tokens led there and across reset: their memo lookups then compare no configurations."""
+    compiled = GrammarCompiler(tok, cache=False).compile_builtin_json()
+    a, b = GrammarMatcher(compiled), GrammarMatcher(compiled)
+    a.reset()
+    assert a._cfg is b._cfg
+    assert a.accept_string("[") and b.accept_string("[ ")
+    assert a._cfg == b._cfg and a._cfg is b._cfg
+    for t in deepseek_tokenizer.encode('{"k": 1', add_special_tokens=False):
+        assert a.accept_token(t)
+    assert b.accept_string(' {  "k" :1')
+    assert a._cfg is b._cfg

@@ -10,8 +10,9 @@ What a key is
     reads and gets the same mask: a hit is always exact, never a guess from a shallower key.  When
     a check reads deeper than ``d``, ``d`` grows and later keys for that state are longer; entries
     under the older, shorter keys are never asked for again and age out of the LRU order.  The
-    first row stored for a key wins: ``put`` of a key that is present returns its slot and does
-    not compare the rows.
+    matcher hands over each key as its int id in the grammar's table (:mod:`pda.mask_keys`: equal
+    key tuples, equal ids), so a lookup hashes and compares in C.  The first row stored for a key
+    wins: ``put`` of a key that is present returns its slot and does not compare the rows.
 
 The pool
     Rows are ``int32[words]`` in the xgrammar/vLLM bitmask layout (bit ``t & 31`` of word

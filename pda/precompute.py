@@ -182,7 +182,9 @@ class TokenClasses:
         self._pairs = tok.class_cache.get("pda-pair-counts", lambda: pair_counts(self._trie.second_starts), lambda v: v.nbytes)
         self._cap = max((g.spec.cap for g in self._groups), default=0)
         self._all_runs = byte_runs(aut.byte_class, ALL_BYTES)
-        self._min_lengths: np.ndarray | None = None  # (_minlen, made on first use)
+        # the fewest bytes each rule reads, for the keys (at compile time: made in the first fill
+        # that keys a state instead, a large schema's took 20-30 ms there)
+        self._minlen = rule_min_lengths(self.kernel) if self._keyed else np.zeros(0, np.int32)
         self._lengths = np.diff(self._trie.offsets)
         self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
         self._frame_keys: dict[tuple[int, int], bytes | None] = {}  # (state, return state) -> frame_key
@@ -208,15 +210,6 @@ class TokenClasses:
         self._escape_starts: dict[int, list[int]] = {}
         for q, t in zip(src[keep].tolist(), start[keep].tolist()):
             self._escape_starts.setdefault(q, []).append(t)
-
-    @property
-    def _minlen(self) -> np.ndarray:
-        """The fewest bytes each rule reads (:func:`pda.lookahead.rule_min_lengths`), for the keys:
-        made on first use (0.8 ms of a schema's compile, which most fills never need)."""
-        got = self._min_lengths
-        if got is None:
-            got = self._min_lengths = rule_min_lengths(self.kernel) if self._keyed else np.zeros(0, np.int32)
-        return got
 
     @property
     def nbytes(self) -> int:

@@ -6,18 +6,18 @@ grammar's current :class:`StackSpace`: a :class:`~pda.stack.StackArena`, the
 nodes (:class:`~pda.stack_paths.StackPaths`), the mask keys of the configurations met
 (:attr:`StackSpace.keys`), their steps by token (:attr:`StackSpace.steps`) and one object per
 configuration (:meth:`StackSpace.canonical`).  The arena hash-conses nodes, so two matchers at
-the same text position of one document shape hold *the same* configuration object: what one matcher learned about it (its next configuration after a byte or a
-token, its mask key) the others read back with one dict lookup.  A batch of matchers of one schema
-meets the same few configurations again and again; with an arena per matcher each of them walked
-and keyed every configuration itself (4.5 us a row, more than half a warm batch fill of 128
-matchers).
+the same text position of one document shape hold *the same* configuration object: what one
+matcher learned about it (its next configuration after a byte or a token, its mask key) the others
+read back with one dict lookup.  A batch of matchers of one schema meets the same few
+configurations again and again; with an arena per matcher each of them walked and keyed every
+configuration itself (4.5 us a row, more than half a warm batch fill of 128 matchers).
 
 **Bounded.**  The arena is append-only; when it has grown past :data:`ARENA_RESET_NODES` nodes,
 the grammar starts a new space for the matchers made or reset from then on
 (:meth:`~pda.compiler.CompiledGrammar.stack_space`); the matchers still in the old one keep it
 until they reset.  The memo tables are bounded by count (:data:`KEY_MEMO_LIMIT`,
-:data:`STEP_MEMO_LIMIT` and the walker's and stack paths' own limits) and cleared whole when full:
-every entry can be recomputed.
+:data:`STEP_MEMO_LIMIT` for the steps and the configurations, and the walker's and stack paths' own
+limits) and cleared whole when full: every entry can be recomputed.
 
 **Threads.**  Matchers of one space may run on different threads: the arena interns nodes under a
 lock, and the memo tables are plain dicts whose entries are written whole (a lost or repeated
@@ -25,6 +25,8 @@ entry costs a recomputation, never a wrong value: each is a function of its key)
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from .automaton import Automaton
 from .stack import StackArena
@@ -37,7 +39,7 @@ __all__ = ["StackSpace", "ARENA_RESET_NODES", "KEY_MEMO_LIMIT", "STEP_MEMO_LIMIT
 ARENA_RESET_NODES = 1 << 16
 # configurations whose mask keys a space remembers (cleared whole when full)
 KEY_MEMO_LIMIT = 1 << 16
-# (configuration, token) steps a space remembers (cleared whole when full)
+# (configuration, token) steps, and configurations, a space remembers (each table cleared whole when full)
 STEP_MEMO_LIMIT = 1 << 17
 
 
@@ -61,11 +63,7 @@ class StackSpace:
 
     def remember(self, cfg: Config, key: object) -> object:
         """Remember ``key`` for ``cfg`` and return it."""
-        keys = self.keys
-        if len(keys) >= KEY_MEMO_LIMIT:
-            keys.clear()
-        keys[cfg] = key
-        return key
+        return _store(self.keys, KEY_MEMO_LIMIT, cfg, key)
 
     @property
     def start(self) -> Config:
@@ -80,21 +78,19 @@ class StackSpace:
         Different byte paths to one configuration make equal objects; a memo lookup with an object
         other than the stored one compares the two in Python (0.3-0.8 us: a third of the lookups of
         a batch of 128 matchers did, with the start configuration made anew at each reset)."""
-        configs = self.configs
-        got = configs.get(cfg)
-        if got is None:
-            if len(configs) >= STEP_MEMO_LIMIT:
-                configs.clear()
-            got = configs.setdefault(cfg, cfg)
-        return got
+        got = self.configs.get(cfg)
+        return _store(self.configs, STEP_MEMO_LIMIT, cfg, cfg) if got is None else got
 
     def remember_step(self, cfg: Config, token_id: int, nxt: Config | None) -> Config | None:
         """Remember that token ``token_id`` takes ``cfg`` to ``nxt`` (None: refuses it); return the
         configuration's one object (:meth:`canonical`), or None."""
-        steps = self.steps
-        if len(steps) >= STEP_MEMO_LIMIT:
-            steps.clear()
-        if nxt is not None:
-            nxt = self.canonical(nxt)
-        steps[(cfg, token_id)] = nxt
-        return nxt
+        return _store(self.steps, STEP_MEMO_LIMIT, (cfg, token_id), None if nxt is None else self.canonical(nxt))
+
+
+def _store(table: dict[Any, Any], limit: int, key: Any, value: Any) -> Any:
+    """``table[key] = value`` (the table cleared whole first when it holds ``limit`` entries); returns
+    ``value``.  Another thread's equal entry may be overwritten: entries are functions of their keys."""
+    if len(table) >= limit:
+        table.clear()
+    table[key] = value
+    return value

@@ -30,7 +30,7 @@ python3 -c "import torch, numba, numpy, pda; print('torch', torch.__version__, '
 
 [ -n "${SKIP_TESTS:-}" ] || {
 echo "== CUDA tests"
-python3 -m pytest -q -p no:cacheprovider tests/test_mask_cache.py tests/test_bitmask.py tests/test_batch_and_mask_cache.py \
+python3 -m pytest -q -p no:cacheprovider tests/test_mask_cache.py tests/test_bitmask.py tests/test_batch_and_mask_cache.py tests/test_kernel_warmup.py \
     -rs 2>&1 | tee "$OUT/tests.log" | tail -25
 echo "== bench_mask_cache"
 python3 benchmarks/bench_mask_cache.py --device all 2>&1 | tee "$OUT/mask_cache.log" | tail -14

@@ -13,7 +13,7 @@ from numba import njit
 
 from .bitmask import WORD_BITS
 
-__all__ = ["run_simple", "run_simple_reference", "RUN_FAILED", "RUN_NEEDS_STACK", "RUN_END_OF_INPUT", "set_bits",
+__all__ = ["run_simple", "run_simple_reference", "RUN_FAILED", "RUN_NEEDS_STACK", "RUN_END_OF_INPUT", "set_bits", "bits_at",
            "token_bytesets", "WORD_BITS"]
 
 RUN_FAILED = 0  # data[pos] has no edge from the returned state
@@ -60,6 +60,16 @@ def set_bits(words, ids):
     for k in range(ids.shape[0]):
         t = ids[k]
         words[t >> 5] |= WORD_BITS[t & 31]
+
+
+@njit(cache=True, nogil=True)
+def bits_at(words, ids):
+    """bool per id: is its bit set in the int32 bitmask row ``words``?"""
+    out = np.empty(ids.shape[0], np.bool_)
+    for k in range(ids.shape[0]):
+        t = ids[k]
+        out[k] = (words[t >> 5] & WORD_BITS[t & 31]) != 0
+    return out
 
 
 @njit(cache=True, nogil=True)

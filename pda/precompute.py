@@ -335,7 +335,7 @@ class TokenClasses:
         that opens a JSON string, the few thousand tokens that close it, not all 129k."""
         pre: np.ndarray | None = None
         for start in self._escape_starts.get(s, ()):
-            mask = self.get(start).accepted_mask(self._trie.order, self.words)[level.to_main]
+            mask = self.get(start).accepted_mask(level.trie.order, self.words)
             pre = mask if pre is None else pre | mask
         run = int(self.plain_runs[s])  # plain characters the state surely consumes (pda.plain_runs)
         if run <= 0 and pre is None:  # nothing to decide before the walk

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 import numpy as np
 
 from .errors import BitmaskError
+from .bitmask import _check_bitmask, cached_host_rows, remember_host_rows
 from .kernels import set_bits
 
 if TYPE_CHECKING:
@@ -271,21 +272,10 @@ class _GrammarRows:
 def _target(bitmask: Any, words: int, rows: list[int], in_order: bool) -> tuple[np.ndarray | None, str | None]:
     """(a numpy view of the rows, None) for numpy and CPU tensors; (None, device) for CUDA.
     ``in_order``: ``rows`` is ``0 .. len(rows) - 1``."""
-    if isinstance(bitmask, np.ndarray):
-        if bitmask.dtype != np.int32 or bitmask.ndim != 2:
-            raise BitmaskError(f"bitmask must be int32[batch, words], got {bitmask.dtype} with shape {bitmask.shape}")
-        host: Any = bitmask
-        device = None
-    else:
-        from .bitmask import _check_bitmask
-
-        t = _check_bitmask(bitmask)
-        if t.dim() != 2:
-            raise BitmaskError(f"bitmask must be int32[batch, words], got shape {tuple(t.shape)}")
-        if t.device.type == "cpu":
-            host, device = t.numpy(), None
-        else:
-            host, device = None, str(t.device)
+    host: Any = None if isinstance(bitmask, np.ndarray) else cached_host_rows(bitmask)
+    device = None
+    if host is None or len(bitmask.shape) != 2:  # else: the CPU tensor this thread filled last, checked then
+        host, device = _host_or_device(bitmask)
     shape = bitmask.shape
     if shape[-1] != words:
         raise BitmaskError(f"bitmask rows must have {words} int32 words for this tokenizer, got {shape[-1]}")
@@ -297,6 +287,24 @@ def _target(bitmask: Any, words: int, rows: list[int], in_order: bool) -> tuple[
         if bad:
             raise BitmaskError(f"bitmask row index {bad[0]} is out of range for {height} rows")
     return host, device
+
+
+def _host_or_device(bitmask: Any) -> tuple[np.ndarray | None, str | None]:
+    """Check that ``bitmask`` is ``int32[batch, words]``: (its numpy view, None) for numpy and CPU
+    tensors (a CPU tensor's view is kept for the next step, :func:`pda.bitmask.cached_host_rows`);
+    (None, device) for CUDA."""
+    if isinstance(bitmask, np.ndarray):
+        if bitmask.dtype != np.int32 or bitmask.ndim != 2:
+            raise BitmaskError(f"bitmask must be int32[batch, words], got {bitmask.dtype} with shape {bitmask.shape}")
+        return bitmask, None
+    t = _check_bitmask(bitmask)
+    if t.dim() != 2:
+        raise BitmaskError(f"bitmask must be int32[batch, words], got shape {tuple(t.shape)}")
+    if t.device.type != "cpu":
+        return None, str(t.device)
+    host = t.numpy()
+    remember_host_rows(t, host)
+    return host, None
 
 
 def _compute_group(matchers: Sequence[GrammarMatcher], positions: list[int]) -> list[tuple[int, np.ndarray, Any]]:

@@ -303,20 +303,33 @@ def _noop() -> None:
 _VIEWS = threading.local()  # per thread: the last CPU tensor filled, and its numpy view
 
 
+def cached_host_rows(bitmask: Any) -> np.ndarray | None:
+    """The 2-D numpy view (rows of int32 words) of ``bitmask`` when it is the CPU tensor this
+    thread last filled and is unchanged (same storage, shape and strides); else None.  A decode
+    loop fills the same bitmask at every step: its checks and numpy view are made once."""
+    last = getattr(_VIEWS, "last", None)
+    if last is not None and last[0]() is bitmask:
+        _, ptr, shape, strides, rows = last
+        if bitmask.data_ptr() == ptr and bitmask.shape == shape and bitmask.stride() == strides:
+            return rows  # type: ignore[no-any-return]
+    return None
+
+
+def remember_host_rows(bitmask: Any, rows: np.ndarray) -> None:
+    """Keep ``rows``, the checked numpy view of the CPU tensor ``bitmask``, for :func:`cached_host_rows`."""
+    _VIEWS.last = (weakref.ref(bitmask), bitmask.data_ptr(), bitmask.shape, bitmask.stride(), rows)
+
+
 def _row_view_for_fill(bitmask: Any, index: int, words: int) -> tuple[Any, Any]:
     """A numpy int32 row to write a mask into, and a function that commits it to ``bitmask``.
 
     CPU tensors and numpy arrays are written in place (no copy); a CUDA row is written on the host
     and copied over in one transfer when committed.  The numpy view of the last CPU tensor each
-    thread filled is kept (a weak reference, checked against the tensor's storage, shape and
-    strides): a decode loop fills the same bitmask at every step.
+    thread filled is kept (:func:`cached_host_rows`).
     """
-    last = getattr(_VIEWS, "last", None)
-    if last is not None and last[0]() is bitmask:
-        _, ptr, shape, strides, rows = last
-        if bitmask.data_ptr() == ptr and bitmask.shape == shape and bitmask.stride() == strides \
-                and 0 <= index < rows.shape[0]:
-            return rows[index], _noop
+    rows = cached_host_rows(bitmask)
+    if rows is not None and rows.shape[1] == words and 0 <= index < rows.shape[0]:
+        return rows[index], _noop
     if isinstance(bitmask, np.ndarray):
         if bitmask.dtype != np.int32:
             raise BitmaskError(f"bitmask must have dtype int32, got {bitmask.dtype}")
@@ -335,7 +348,7 @@ def _row_view_for_fill(bitmask: Any, index: int, words: int) -> tuple[Any, Any]:
         return rows[index], _noop
     if rows.device.type == "cpu":
         view = rows.numpy()
-        _VIEWS.last = (weakref.ref(bitmask), bitmask.data_ptr(), bitmask.shape, bitmask.stride(), view)
+        remember_host_rows(bitmask, view)
         return view[index], _noop
     import torch
 

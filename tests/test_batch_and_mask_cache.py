@@ -499,6 +499,32 @@ def test_batch_arguments_are_checked(tok: TokenizerInfo) -> None:
         BatchGrammarMatcher(0)
 
 
+def test_a_cpu_tensor_filled_before_is_checked_again_by_a_batch(tok: TokenizerInfo) -> None:
+    """A batch reuses the numpy view of the CPU tensor its thread filled last (checked then): a
+    1-D tensor a single fill accepted, or a tensor of another width, is still refused, and a 2-D
+    one is filled as a fresh tensor is."""
+    m = GrammarMatcher(GrammarCompiler(tok).compile_builtin_json())
+    other = GrammarMatcher(GrammarCompiler(tok).compile_builtin_json())
+    batch = BatchGrammarMatcher(1)
+    words = tok.vocab_size + 31 >> 5
+    flat = torch.zeros(words, dtype=torch.int32)
+    m.fill_next_token_bitmask(flat)
+    with pytest.raises(pda.errors.BitmaskError, match=r"int32\[batch, words\]"):
+        batch.batch_fill_next_token_bitmask([m, other], flat)
+    wide = torch.zeros((2, words + 1), dtype=torch.int32)
+    with pytest.raises(pda.errors.BitmaskError, match="words"):
+        m.fill_next_token_bitmask(wide)
+    with pytest.raises(pda.errors.BitmaskError, match="words"):
+        batch.batch_fill_next_token_bitmask([m, other], wide)
+    seen = torch.zeros((2, words), dtype=torch.int32)
+    m.fill_next_token_bitmask(seen, 1)
+    seen.zero_()
+    batch.batch_fill_next_token_bitmask([m, other], seen)
+    fresh = torch.zeros((2, words), dtype=torch.int32)
+    batch.batch_fill_next_token_bitmask([m, other], fresh)
+    assert torch.equal(seen, fresh) and seen.any()
+
+
 def test_forks_and_matchers_filled_and_advanced_from_threads_match_one_thread(tok: TokenizerInfo, deepseek_tokenizer: Any) -> None:
     compiled = GrammarCompiler(tok).compile_json_schema(SCHEMA)
     ids = deepseek_tokenizer.encode(json.dumps(DOCS[0]), add_special_tokens=False)

@@ -24,7 +24,7 @@ from numba import njit
 
 from .dfa_kernels import DETERMINIZE_OK, class_symbols, determinize_nfa, minimize_partial, transition_lists
 
-__all__ = ["nfa_to_dfa", "minimal_dfa"]
+__all__ = ["nfa_to_dfa", "minimal_dfa", "place_rule"]
 
 
 @njit(cache=True, nogil=True)
@@ -191,3 +191,17 @@ def minimal_dfa(trans, symbol, rows, accept):  # type: ignore[no-untyped-def]
             dst[kept] = new_of[rows[i, 2]]
             kept += 1
     return out, _sorted_call_rows(src, rule, dst, kept), acc
+
+
+@njit(cache=True, nogil=True)
+def place_rule(trans, base, rule_trans, local):  # type: ignore[no-untyped-def]
+    """Write one rule's DFA into the grammar's table: ``trans[base + s, c] = rule_trans[s, local[c]]
+    + base`` (-1 stays -1), where ``local[c]`` is the rule's class holding the grammar's class
+    ``c``.  One pass over the rows, no temporaries (numpy's gather, add and where took 0.4 s on a
+    186,502-state rule, and 2.8 ms a compile on 400 JSON Schemas)."""
+    for s in range(rule_trans.shape[0]):
+        row = trans[base + s]
+        src = rule_trans[s]
+        for c in range(local.shape[0]):
+            t = src[local[c]]
+            row[c] = t + base if t >= 0 else -1

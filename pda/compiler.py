@@ -371,11 +371,13 @@ class GrammarCompiler:
             if self._eager_max_states > 0:
                 for s in grammar.first_states():  # what the first mask needs; the rest after the compile returns
                     classes.get(s)
+                classes.prepare_fills()
             if self._eager_seconds > 0:
                 later.append(lambda: classes.warm(aut, seconds=self._eager_seconds,
                                                   max_states=self._eager_max_states))
         elif self._precompute == "auto":
             classes.warm(aut, seconds=self._eager_seconds, max_states=self._eager_max_states)
+            classes.prepare_fills()
         compiled.compile_seconds = time.perf_counter() - t0
         if key is not None and self.disk_cache is not None:
             later.append(lambda: self._store(key, compiled))

@@ -292,6 +292,13 @@ class TokenClasses:
         a = self._aut
         return plain_to_end(a.trans, a.byte_class, a.is_end, moves=self._plain_moves)
 
+    def prepare_fills(self) -> None:
+        """Make now the tables of the automaton that fills read through plain runs (the runs, the
+        runs to an end state, the characters' byte shapes), each otherwise made in the first fill
+        that needs it: 0.1-0.5 ms inside a fill that is already a first visit (203 of 394 schemas'
+        fills, MaskBench sample), against 0.05-0.3 ms of a compile."""
+        self.plain_runs, self.plain_to_end, self._plain_shapes  # noqa: B018 - cached on first read
+
     @cached_property
     def _plain_shapes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:func:`pda.plain_runs.plain_shapes` of the automaton's byte classes (for consumes_more)."""

@@ -86,3 +86,17 @@ def test_auto_classifies_a_small_grammar_whole_at_compile_time(tok: pda.Tokenize
     assert len(large.classes.states) > SMALL_GRAMMAR_STATES and not large.classes.complete
     none = pda.GrammarCompiler(tok, cache=False, eager_max_states=0).compile_builtin_json()
     assert not none.classes.by_state
+
+
+def test_auto_makes_the_plain_run_tables_at_compile_time(tok: pda.TokenizerInfo) -> None:
+    """The tables a fill reads through plain runs are made by an "auto" compile (not in the first
+    fill that needs each), and a "lazy" one leaves them to the fills."""
+    tables = ("plain_runs", "plain_to_end", "_plain_shapes")
+    text = path("c_like").read_text(encoding="utf-8")
+    auto = pda.GrammarCompiler(tok, cache=False).compile_grammar(text)
+    assert all(name in vars(auto.classes) for name in tables)
+    lazy = pda.GrammarCompiler(tok, cache=False, precompute="lazy").compile_grammar(text)
+    assert not any(name in vars(lazy.classes) for name in tables)
+    m = pda.GrammarMatcher(lazy)
+    m.next_token_mask()
+    assert np.array_equal(m.next_token_mask(), pda.GrammarMatcher(auto).next_token_mask())

@@ -6,8 +6,9 @@ arena, the linear stacks below its nodes, the mask keys of configurations and th
 belong to the compiled grammar's :class:`~pda.stack_space.StackSpace`, shared by its matchers:
 matchers at the same point of a document hold the same configuration object, and one of them keys
 and steps it for all.  Its mask for a configuration is the union, over the configuration's tops,
-of the top state's *accepted* tokens (:mod:`pda.precompute`) and of those of the state's *uncertain* tokens that survive a walk on the
-real stack below the top (:func:`pda.token_walk.walk_tokens` over each linear stack of the GSS).
+of the top state's *accepted* tokens (:mod:`pda.precompute`) and of those of the state's
+*uncertain* tokens that survive a walk on the real stack below the top
+(:func:`pda.token_walk.walk_tokens` over each linear stack of the GSS).
 
 **The mask cache.**  Final rows are kept in the compiled grammar's
 :class:`~pda.cache.mask_cache.MaskCache`, shared by every matcher of that grammar.  The key of a

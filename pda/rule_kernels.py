@@ -14,6 +14,9 @@ loops over the same arrays, inside the kernels:
   blocks numbered by their smallest state (the start state's block first), spelled over the byte
   classes, dead states dropped, call rows sorted by (state, callee).
 
+:func:`place_rule` then writes each rule's minimal DFA into the grammar's transition table
+(:func:`pda.automaton.build_automaton`), over the grammar's byte classes, in one pass.
+
 ``tests/core/test_fsm.py`` compares both with the numpy code they replaced.
 """
 

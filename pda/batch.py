@@ -15,9 +15,10 @@ passes:
    the bitmask with one index operation.  Last, the stop tokens of matchers whose text is complete
    are set (one scatter on a device).
 
-A batch of one matcher into a host bitmask (numpy, or a tensor not on CUDA) is that matcher's own
-fill (:meth:`~pda.matcher.GrammarMatcher.fill_next_token_bitmask`: a context-free row built from
-its classes, no gather: 6 us hot through this call, where the passes above took 12).
+A batch of fewer than :data:`LOOP_BELOW` matchers into a host bitmask (numpy, or a tensor not on
+CUDA) is a loop of each matcher's own fill (:meth:`~pda.matcher.GrammarMatcher.fill_next_token_bitmask`:
+a context-free row copied from its classes, no gather), after the same checks: one matcher took 6
+us hot that way where the passes above took 12, and two 8 against 23.
 
 The lookup keys cost a dict lookup a row once any matcher of the grammar has met the
 configuration: its matchers share one stack space (:mod:`pda.stack_space`), so matchers at the same
@@ -46,6 +47,12 @@ if TYPE_CHECKING:
     from .matcher import GrammarMatcher
 
 __all__ = ["BatchGrammarMatcher"]
+
+# Into a host bitmask, fewer matchers than this are filled one by one, each as its own fill does
+# (a context-free row copied from its state's classes, the others from the mask cache): the
+# batch's passes cost more below it (json.gbnf, warm: 2 matchers 23 us against 8 us one by one,
+# 4 matchers 20 against 17.5; equal at 8, and the batch 40 against 61 us at 16).
+LOOP_BELOW = 8
 
 
 class BatchGrammarMatcher:
@@ -93,6 +100,11 @@ class BatchGrammarMatcher:
             return
         words = matchers[0]._compiled.words
         host, device = _target(bitmask, words, rows, indices is None)
+        _check_words(matchers, words)
+        if host is not None and n < LOOP_BELOW:
+            for m, r in zip(matchers, rows):  # each matcher's own fill, into its row of the host view
+                m._fill_row(host[r])
+            return
         out: Any = host if host is not None else bitmask
         # one pass over the batch: finished rows, live positions per grammar, lookup keys, stop rows
         keys: list[Any] = [None] * n
@@ -287,6 +299,19 @@ def _target(bitmask: Any, words: int, rows: list[int], in_order: bool) -> tuple[
         if bad:
             raise BitmaskError(f"bitmask row index {bad[0]} is out of range for {height} rows")
     return host, device
+
+
+def _check_words(matchers: Sequence[GrammarMatcher], words: int) -> None:
+    """Every matcher's rows have ``words`` int32 words (the batch's vocabulary size), checked once
+    per run of matchers of one compiled grammar, before any row is written."""
+    last = None
+    for m in matchers:
+        comp = m._compiled
+        if comp is not last:
+            if comp.words != words:
+                raise BitmaskError(f"the batch's matchers must share one vocabulary size: rows of {comp.words} and "
+                                   f"{words} int32 words")
+            last = comp
 
 
 def _host_or_device(bitmask: Any) -> tuple[np.ndarray | None, str | None]:

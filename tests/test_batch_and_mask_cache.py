@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import pda
+import pda.batch
 import pda.share
 import pda.precompute
 import pda.state_classes
@@ -421,11 +422,21 @@ def test_token_classes_are_shared_across_grammars_of_one_tokenizer(deepseek_toke
     assert kept and not any(gc.is_tracked(v) for v in kept)
 
 
+@pytest.fixture(params=["passes", "loop"])
+def small_batches(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A batch into a host bitmask fills fewer than ``pda.batch.LOOP_BELOW`` matchers one by one:
+    "passes" sets it to 1, so that small batches take the three passes too."""
+    if request.param == "passes":
+        monkeypatch.setattr(pda.batch, "LOOP_BELOW", 1)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("kind", [
     "numpy", "torch",
     pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
 ])
-def test_batch_fill_equals_one_matcher_at_a_time(tok: TokenizerInfo, deepseek_tokenizer: Any, kind: str) -> None:
+def test_batch_fill_equals_one_matcher_at_a_time(tok: TokenizerInfo, deepseek_tokenizer: Any, kind: str,
+                                                 small_batches: str) -> None:
     comp = GrammarCompiler(tok)
     batch = BatchGrammarMatcher(max_threads=2)
     matchers, seqs = [], []
@@ -497,6 +508,22 @@ def test_batch_arguments_are_checked(tok: TokenizerInfo) -> None:
         batch.batch_fill_next_token_bitmask([m, m], np.zeros((2, words), np.int32))
     with pytest.raises(ValueError, match="max_threads"):
         BatchGrammarMatcher(0)
+
+
+@pytest.mark.parametrize("n", [2, 9])
+def test_a_batch_of_two_vocabulary_sizes_is_refused_before_any_row_is_written(tok: TokenizerInfo, small_bpe_tokenizer: Any,
+                                                                               n: int) -> None:
+    """Rows of another width are refused, by the loop of small batches and by the passes alike,
+    before any row of the bitmask is written."""
+    small = TokenizerInfo.from_huggingface(small_bpe_tokenizer)
+    mine = GrammarMatcher(GrammarCompiler(tok).compile_builtin_json())
+    other = GrammarMatcher(GrammarCompiler(small).compile_builtin_json())
+    assert other._compiled.words != mine._compiled.words
+    matchers = [mine] + [GrammarMatcher(mine._compiled) for _ in range(n - 2)] + [other]
+    bitmask = np.full((n, mine._compiled.words), 7, dtype=np.int32)
+    with pytest.raises(pda.errors.BitmaskError, match="one vocabulary size"):
+        BatchGrammarMatcher(1).batch_fill_next_token_bitmask(matchers, bitmask)
+    assert (bitmask == 7).all()
 
 
 def test_a_cpu_tensor_filled_before_is_checked_again_by_a_batch(tok: TokenizerInfo) -> None:
@@ -654,7 +681,7 @@ def test_cached_masks_follow_the_stack_below_a_called_rule(tok: TokenizerInfo, d
 ])
 @pytest.mark.parametrize("order", [(0, 1), (1, 0)])
 def test_batch_matchers_with_one_lookup_key_but_other_stacks_get_their_own_masks(
-        tok: TokenizerInfo, deepseek_tokenizer: Any, order: tuple[int, int], device: str) -> None:
+        tok: TokenizerInfo, deepseek_tokenizer: Any, order: tuple[int, int], device: str, small_batches: str) -> None:
     """On a first visit both matchers' lookup keys are the bare top state (no frame read yet); the
     computation reads the frame below, so the second matcher must not take the first one's row."""
     prefixes = (' [["ab', ' [{"k": "ab')

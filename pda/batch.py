@@ -100,8 +100,8 @@ class BatchGrammarMatcher:
             return
         words = matchers[0]._compiled.words
         host, device = _target(bitmask, words, rows, indices is None)
-        _check_words(matchers, words)
         if host is not None and n < LOOP_BELOW:
+            _check_words(matchers, words)
             for m, r in zip(matchers, rows):  # each matcher's own fill, into its row of the host view
                 m._fill_row(host[r])
             return
@@ -113,6 +113,11 @@ class BatchGrammarMatcher:
         by_grammar: dict[int, list[int]] = {}
         gid, live = 0, None
         for k, m in enumerate(matchers):
+            if id(m._compiled) != gid:  # a batch is usually of one grammar: one dict lookup per run of it
+                gid = id(m._compiled)
+                if m._compiled.words != words:  # before any row is written
+                    _check_words([m], words)
+                live = by_grammar.setdefault(gid, [])
             finished, key, stops = m._batch_state()
             if finished:
                 zero_rows.append(rows[k])
@@ -120,10 +125,9 @@ class BatchGrammarMatcher:
             keys[k] = key
             if stops:
                 complete.append(k)
-            if id(m._compiled) != gid:  # a batch is usually of one grammar: one dict lookup per run of it
-                gid = id(m._compiled)
-                live = by_grammar.setdefault(gid, [])
             live.append(k)  # type: ignore[union-attr]
+        if not all(by_grammar.values()):  # a grammar whose matchers are all finished
+            by_grammar = {g: live for g, live in by_grammar.items() if live}
         if zero_rows:
             out[_index(zero_rows, out)] = 0
         if host is not None:

@@ -468,6 +468,10 @@ def test_batch_fill_equals_one_matcher_at_a_time(tok: TokenizerInfo, deepseek_to
     final = np.ones((n, words), dtype=np.int32)
     batch.batch_fill_next_token_bitmask(matchers, final)
     assert not final.any()  # terminated matchers allow nothing
+    fresh = GrammarMatcher(comp.compile_grammar('root ::= "x"+'))  # beside grammars whose matchers all finished
+    final = np.ones((n + 1, words), dtype=np.int32)
+    batch.batch_fill_next_token_bitmask(matchers + [fresh], final)
+    assert not final[:n].any() and np.array_equal(final[n], fresh.next_token_mask())
 
 
 def test_stop_tokens_scattered_on_a_device_equal_those_set_row_by_row(tok: TokenizerInfo) -> None:
@@ -522,6 +526,10 @@ def test_a_batch_of_two_vocabulary_sizes_is_refused_before_any_row_is_written(to
     matchers = [mine] + [GrammarMatcher(mine._compiled) for _ in range(n - 2)] + [other]
     bitmask = np.full((n, mine._compiled.words), 7, dtype=np.int32)
     with pytest.raises(pda.errors.BitmaskError, match="one vocabulary size"):
+        BatchGrammarMatcher(1).batch_fill_next_token_bitmask(matchers, bitmask)
+    assert (bitmask == 7).all()
+    assert other.accept_string("1") and other.accept_token(small.stop_token_ids[0]) and other.is_terminated()
+    with pytest.raises(pda.errors.BitmaskError, match="one vocabulary size"):  # finished: still refused
         BatchGrammarMatcher(1).batch_fill_next_token_bitmask(matchers, bitmask)
     assert (bitmask == 7).all()
 

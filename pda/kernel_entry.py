@@ -30,6 +30,7 @@ def forget_entry_points(automaton_id: int) -> None:
     compiled grammar's arrays are not kept alive by this table after the grammar is gone."""
     for key in [k for k in list(_entries) if k[1] == automaton_id]:
         _entries.pop(key, None)
+    _tuple_kinds.pop(automaton_id, None)
     forget_reference(automaton_id)
 
 
@@ -39,17 +40,42 @@ def forget_entry_points(automaton_id: int) -> None:
 _by_kinds: dict[tuple[Any, ...], Any] = {}
 
 
+# the flags numba's type of an array depends on: C- and F-contiguous (its layout), aligned, writeable
+_KIND_FLAGS = 0x1 | 0x2 | 0x100 | 0x400
+
+
 def _array_kind(x: object) -> tuple[Any, ...]:
     """What numba's type of ``x`` depends on: for an array its dtype, rank, layout, writability and
-    alignment; for anything else its Python type."""
+    alignment (the flags' bits, read at once: a third of the time of reading them one by one);
+    for anything else its Python type."""
     if isinstance(x, np.ndarray):
-        f = x.flags
-        return (x.dtype.str, x.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+        return (x.dtype, x.ndim, x.flags.num & _KIND_FLAGS)
     return (type(x),)
 
 
+_TUPLE_KIND_LIMIT = 256  # tuples of arrays whose kinds are remembered (each held, so its id stays its own)
+# id(tuple) -> (the tuple, the number of its kinds in _kind_numbers): the automaton, trie and
+# workspace are long-lived, and each kernel's first call with a new grammar's automaton took 30-50
+# us typing the trie's and the workspace's 30 arrays again, and 15-19 us hashing their kinds to
+# find the entry point, in a fill that is already a first visit
+_tuple_kinds: dict[int, tuple[object, int]] = {}
+_kind_numbers: dict[tuple[Any, ...], int] = {}  # the kinds of a tuple of arrays -> a number of its own
+
+
+def _tuple_kind(x: tuple[Any, ...]) -> int:
+    got = _tuple_kinds.get(id(x))
+    if got is not None and got[0] is x:
+        return got[1]
+    kind = (type(x), *map(_array_kind, x))
+    number = _kind_numbers.setdefault(kind, len(_kind_numbers))  # a few kinds per process
+    if len(_tuple_kinds) >= _TUPLE_KIND_LIMIT:
+        _tuple_kinds.clear()
+    _tuple_kinds[id(x)] = (x, number)
+    return number
+
+
 def _kinds(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((type(x), *map(_array_kind, x)) if isinstance(x, tuple) else _array_kind(x) for x in args)
+    return tuple(_tuple_kind(x) if isinstance(x, tuple) else _array_kind(x) for x in args)
 
 
 def run_direct(kernel: Any, name: str, A: object, T: object, ws: object, args: tuple[Any, ...]) -> Any:

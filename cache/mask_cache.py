@@ -81,7 +81,7 @@ import torch
 from pda.bitmask import copy_row_runs
 from pda.errors import BitmaskError, LimitExceededError
 
-from pda.cache.row_reserve import RESERVE_MAX_BYTES, hand_over, map_ahead, take_reserve
+from pda.cache.row_reserve import RESERVE_MAX_BYTES, Reserve, hand_over, map_ahead, take_reserve
 
 __all__ = ["MaskCache", "PinnedBatch", "DEFAULT_MAX_BYTES"]
 
@@ -116,14 +116,15 @@ class MaskCache:
             )
         self.max_bytes = int(max_bytes)
         self.max_rows = self.max_bytes // self.row_bytes
-        self.device = torch.device(device)
+        self.device = _device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise BitmaskError(f"MaskCache: device {str(device)!r} asked for, but torch sees no CUDA device")
         self._initial_rows = min(int(initial_rows), self.max_rows)
         self._lock = threading.Lock()
         self._handover: weakref.finalize | None = None  # hands the CPU reserve on at this cache's death
         self._alloc(self._initial_rows)
-        self.device = self._pool.device  # with its index ("cuda" -> "cuda:0")
+        if self.device.type != "cpu":
+            self.device = self._pool.device  # with its index ("cuda" -> "cuda:0")
         self._on_cpu = self.device.type == "cpu"
 
     # ---- pool ------------------------------------------------------------------------------
@@ -133,45 +134,64 @@ class MaskCache:
         if self._handover is not None:  # clear(): the old reserve is freed with its last view, not handed over
             self._handover.detach()
         self._reserve: np.ndarray | None = None
+        self._held: Reserve | None = None
         self._handover = None
+        self._tensor: torch.Tensor | None = None
         if self.device.type == "cpu" and self.max_rows * self.row_bytes <= RESERVE_MAX_BYTES:
             # the whole bound at once, as zero pages the OS maps in only when a row is written: a
             # growth is then a longer view, not a copy (7 ms for a pool of a few MiB, in one fill)
-            self._reserve = take_reserve(self.max_rows, self.words)
+            held = self._held = take_reserve(self.max_rows, self.words)
+            self._reserve = held.rows
             self._used = [rows]  # rows ever in the pool (its owner's writes touched no others)
-            self._handover = weakref.finalize(self, hand_over, self._reserve, self._used)
-            self._pool = torch.from_numpy(self._reserve[:rows])
-            self._mapped = 0  # the reserve's rows asked to be mapped in (row_reserve.map_ahead)
-            self._map_ahead(rows)
-        elif self.device.type == "cpu":  # calloc'd pages: torch.zeros fills them eagerly (~10 ms for 1 MiB here)
-            self._pool = torch.from_numpy(np.zeros((rows, self.words), dtype=np.int32))
+            self._handover = weakref.finalize(self, hand_over, held, self._used)
+            self._host: np.ndarray | None = held.rows[:rows]  # its torch view is made when asked (_pool)
+            self._map_ahead(rows)  # nothing to ask when a dead cache's reserve came with them mapped
         else:
-            self._pool = torch.zeros((rows, self.words), dtype=torch.int32, device=self.device)
-        self._host: np.ndarray | None = self._pool.numpy() if self._pool.device.type == "cpu" else None
+            if self.device.type == "cpu":  # calloc'd pages: torch.zeros fills them eagerly (~10 ms for 1 MiB here)
+                self._tensor = torch.from_numpy(np.zeros((rows, self.words), dtype=np.int32))
+            else:
+                self._tensor = torch.zeros((rows, self.words), dtype=torch.int32, device=self.device)
+            self._host = self._tensor.numpy() if self._tensor.device.type == "cpu" else None
         self._lru: OrderedDict[Hashable, int] = OrderedDict()
         self._free: list[int] = list(range(rows - 1, -1, -1))  # pop() hands out low slots first
         self._pins = [0] * rows
         self._orphans: set[int] = set()  # pinned slots whose entry clear() dropped
         self._hits = self._misses = self._evictions = 0
 
+    @property
+    def _pool(self) -> torch.Tensor:
+        """The pool as a torch tensor.  A reserve's is a view of its numpy rows made on first use: a
+        matcher's own fills read and write the numpy view only, and making the tensor (a slice and
+        ``numpy()`` through torch's dispatcher) was 100-200 µs of the fill that made the cache.  A
+        growth drops it (two threads may both make one: the same memory)."""
+        t = self._tensor
+        if t is None:
+            t = self._tensor = torch.from_numpy(self._host)  # type: ignore[arg-type]
+        return t
+
+    def _capacity(self) -> int:
+        return self._host.shape[0] if self._host is not None else self._pool.shape[0]
+
     def _grow(self, need: int) -> None:
         """Grow the pool geometrically so that ``need`` more free slots exist, within the bound."""
-        cap = self._pool.shape[0]
+        cap = self._capacity()
         new_cap = min(self.max_rows, max(2 * cap, cap + need - len(self._free)))
         if new_cap <= cap:
             return
-        if self._reserve is not None:
-            pool = torch.from_numpy(self._reserve[:new_cap])  # the same memory, more of it
+        if self._held is not None:
+            self._host = self._held.rows[:new_cap]  # the same memory, more of it
+            self._tensor = None  # after the longer view: a reader meanwhile keeps the old tensor
             self._used[0] = new_cap
-        elif self._on_cpu:
-            pool = torch.from_numpy(np.zeros((new_cap, self.words), dtype=np.int32))
-            pool[:cap].copy_(self._pool)
         else:
-            pool = torch.empty((new_cap, self.words), dtype=torch.int32, device=self.device)
-            pool[cap:].zero_()
-            pool[:cap].copy_(self._pool)
-        self._pool = pool
-        self._host = pool.numpy() if self._on_cpu else None
+            if self._on_cpu:
+                pool = torch.from_numpy(np.zeros((new_cap, self.words), dtype=np.int32))
+                pool[:cap].copy_(self._pool)
+            else:
+                pool = torch.empty((new_cap, self.words), dtype=torch.int32, device=self.device)
+                pool[cap:].zero_()
+                pool[:cap].copy_(self._pool)
+            self._tensor = pool
+            self._host = pool.numpy() if self._on_cpu else None
         self._free[:0] = range(new_cap - 1, cap - 1, -1)
         self._pins.extend([0] * (new_cap - cap))
 
@@ -179,9 +199,10 @@ class MaskCache:
         """Have the reserve's rows below ``upto`` mapped in on the background thread, so that their
         first writes, in fills, fault no page (:mod:`pda.cache.row_reserve`)."""
         upto = min(upto, self.max_rows)
-        if self._reserve is not None and upto > self._mapped:
-            map_ahead(self._reserve, self._mapped, upto)
-            self._mapped = upto
+        held = self._held
+        if held is not None and upto > held.mapped:
+            map_ahead(held.rows, held.mapped, upto)
+            held.mapped = upto
 
     def _take_slot(self) -> int:
         """A slot for a new entry: a free one, else after growth, else the LRU unpinned entry's."""
@@ -189,8 +210,8 @@ class MaskCache:
             self._grow(1)
         if self._free:
             slot = self._free.pop()
-            if self._reserve is not None and 2 * slot >= self._mapped:
-                self._map_ahead(2 * self._mapped)
+            if self._held is not None and 2 * slot >= self._held.mapped:
+                self._map_ahead(2 * self._held.mapped)
             return slot
         for key, slot in self._lru.items():
             if not self._pins[slot]:
@@ -478,7 +499,7 @@ class MaskCache:
         """``hits``, ``misses``, ``evictions``, ``entries``, ``bytes``, ``capacity_rows``, ``hit_rate``."""
         with self._lock:
             looked = self._hits + self._misses
-            cap = self._pool.shape[0]
+            cap = self._capacity()
             return {
                 "hits": self._hits,
                 "misses": self._misses,
@@ -499,7 +520,7 @@ class MaskCache:
             if not any(self._pins):
                 self._alloc(self._initial_rows)
                 return
-            cap = self._pool.shape[0]
+            cap = self._capacity()
             self._orphans = {s for s in range(cap) if self._pins[s]}
             self._lru.clear()
             self._free = [s for s in range(cap - 1, -1, -1) if not self._pins[s]]
@@ -511,6 +532,20 @@ class MaskCache:
     def __contains__(self, key: Hashable) -> bool:
         """Whether ``key`` is cached (does not count, does not touch the LRU order)."""
         return key in self._lru
+
+
+_DEVICES: dict[str, torch.device] = {}  # torch.device of a name, made once (12 µs each, in a first miss's fill)
+
+
+def _device(device: str | torch.device) -> torch.device:
+    if not isinstance(device, str):
+        return torch.device(device)
+    got = _DEVICES.get(device)
+    if got is None:
+        got = torch.device(device)  # a bad name raises here, and is not kept
+        if len(_DEVICES) < 64:
+            _DEVICES[device] = got
+    return got
 
 
 def _host_index(index: Sequence[int] | torch.Tensor) -> Any:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import pda.cache.mask_cache as mask_cache_module
 from pda.cache.mask_cache import DEFAULT_MAX_BYTES, MaskCache
 from pda.errors import BitmaskError, LimitExceededError
 
@@ -359,9 +360,13 @@ def test_a_dead_caches_reserve_serves_the_next_cache_without_its_rows(monkeypatc
     assert memory is not None
     del old
     gc.collect()
-    assert [r is memory for r in row_reserve._handed[(rows, words)]] == [True]
+    assert [r.rows is memory for r in row_reserve._handed[(rows, words)]] == [True]
+    assert row_reserve._handed[(rows, words)][0].mapped >= 32
+    asked: list[tuple[int, int]] = []  # the new cache asks the background thread for nothing mapped already
+    monkeypatch.setattr(mask_cache_module, "map_ahead", lambda reserve, start, stop: asked.append((start, stop)))
     new = MaskCache(words, max_bytes=rows * words * 4, initial_rows=4)
     assert new._reserve is memory and not row_reserve._handed[(rows, words)]
+    assert new._tensor is None and not asked  # and no torch view until one is asked for
     assert all(new.get(("old", k)) is None for k in range(20)) and len(new) == 0
     slots = [new.put(("new", k), row_of(("new", k), words)) for k in range(12)]
     out = np.zeros((12, words), dtype=np.int32)
@@ -376,7 +381,7 @@ def test_a_dead_caches_reserve_serves_the_next_cache_without_its_rows(monkeypatc
     assert new._reserve is not memory
     del new
     gc.collect()
-    assert all(r is not memory for r in row_reserve._handed[(rows, words)])
+    assert all(r.rows is not memory for r in row_reserve._handed[(rows, words)])
 
 
 def test_a_large_dead_reserve_is_freed(monkeypatch: pytest.MonkeyPatch) -> None:

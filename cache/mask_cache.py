@@ -73,6 +73,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -116,7 +117,7 @@ class MaskCache:
             )
         self.max_bytes = int(max_bytes)
         self.max_rows = self.max_bytes // self.row_bytes
-        self.device = _device(device)
+        self.device = _device_named(device) if isinstance(device, str) else torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise BitmaskError(f"MaskCache: device {str(device)!r} asked for, but torch sees no CUDA device")
         self._initial_rows = min(int(initial_rows), self.max_rows)
@@ -146,11 +147,9 @@ class MaskCache:
             self._handover = weakref.finalize(self, hand_over, held, self._used)
             self._host: np.ndarray | None = held.rows[:rows]  # its torch view is made when asked (_pool)
             self._map_ahead(rows)  # nothing to ask when a dead cache's reserve came with them mapped
-        else:
-            if self.device.type == "cpu":  # calloc'd pages: torch.zeros fills them eagerly (~10 ms for 1 MiB here)
-                self._tensor = torch.from_numpy(np.zeros((rows, self.words), dtype=np.int32))
-            else:
-                self._tensor = torch.zeros((rows, self.words), dtype=torch.int32, device=self.device)
+        else:  # on CPU calloc'd pages: torch.zeros fills them eagerly (~10 ms for 1 MiB here)
+            self._tensor = torch.from_numpy(np.zeros((rows, self.words), dtype=np.int32)) if self.device.type == "cpu" \
+                else torch.zeros((rows, self.words), dtype=torch.int32, device=self.device)
             self._host = self._tensor.numpy() if self._tensor.device.type == "cpu" else None
         self._lru: OrderedDict[Hashable, int] = OrderedDict()
         self._free: list[int] = list(range(rows - 1, -1, -1))  # pop() hands out low slots first
@@ -160,10 +159,9 @@ class MaskCache:
 
     @property
     def _pool(self) -> torch.Tensor:
-        """The pool as a torch tensor.  A reserve's is a view of its numpy rows made on first use: a
-        matcher's own fills read and write the numpy view only, and making the tensor (a slice and
-        ``numpy()`` through torch's dispatcher) was 100-200 µs of the fill that made the cache.  A
-        growth drops it (two threads may both make one: the same memory)."""
+        """The pool as a torch tensor; a reserve's is made on first use (a matcher's own fills use
+        the numpy view only: making both cost 100-200 µs of the fill that made the cache), and
+        dropped by a growth (two threads may both make it: the same memory)."""
         t = self._tensor
         if t is None:
             t = self._tensor = torch.from_numpy(self._host)  # type: ignore[arg-type]
@@ -534,18 +532,9 @@ class MaskCache:
         return key in self._lru
 
 
-_DEVICES: dict[str, torch.device] = {}  # torch.device of a name, made once (12 µs each, in a first miss's fill)
-
-
-def _device(device: str | torch.device) -> torch.device:
-    if not isinstance(device, str):
-        return torch.device(device)
-    got = _DEVICES.get(device)
-    if got is None:
-        got = torch.device(device)  # a bad name raises here, and is not kept
-        if len(_DEVICES) < 64:
-            _DEVICES[device] = got
-    return got
+@lru_cache(maxsize=64)
+def _device_named(name: str) -> torch.device:
+    return torch.device(name)  # made once per name: 12 µs, in the fill of a grammar's first miss
 
 
 def _host_index(index: Sequence[int] | torch.Tensor) -> Any:

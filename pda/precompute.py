@@ -259,7 +259,7 @@ class TokenClasses:
             n = self._trie.order.shape[0]
             whole = 4 * cand.shape[0] >= 3 * n  # most of the vocabulary: walked whole, then picked out
             out = np.empty(n if whole else cand.shape[0], dtype=np.int8)
-            walk_tokens(self.kernel, self._trie, np.arange(n, dtype=np.int32) if whole else cand, s,
+            walk_tokens(self.kernel, self._trie, self._every_token if whole else cand, s,
                         np.array([ret], dtype=np.int32), True, out, thread_workspace(self._maxlen))
             if whole:
                 out = out[cand]
@@ -274,6 +274,11 @@ class TokenClasses:
         if got is None:
             got = self._short[s] = self._lengths[self.get(s).uncertain] <= FRAME_BYTES
         return got
+
+    @cached_property
+    def _every_token(self) -> np.ndarray:
+        """``0 .. n-1`` (sorted-trie indices of the whole vocabulary), made once: 0.05-0.25 ms a walk."""
+        return np.arange(self._trie.order.shape[0], dtype=np.int32)
 
     @cached_property
     def _plain_moves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

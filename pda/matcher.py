@@ -393,13 +393,16 @@ class GrammarMatcher:
         depth = comp.signature_depth
         depths: dict[int, int] = {}
         cacheable = True
-        for s, parents in cfg.tops:
+        last = self._last_key  # the lookup key's parts: a split top's deep ids are decided there
+        parts = last[2] if last is not None and last[0] is cfg else None
+        for i, (s, parents) in enumerate(cfg.tops):
             c = classes.get(s)
             c.or_accepted_into(row)
             depths[s] = depth.get(s, 0)
             path = self._split_path(parents, c.uncertain) if s in comp.split_tops.states and SPLIT_TOPS else None
             if path is not None:
-                cacheable &= self._add_split(row, s, parents, c.uncertain, path)
+                part = parts[i] if parts is not None and len(parts[i]) == 4 else None
+                cacheable &= self._add_split(row, s, parents, c.uncertain, path, part)
             elif c.uncertain.shape[0]:
                 ids, read = self._top_survivors(s, parents, c.uncertain)
                 if ids.shape[0]:
@@ -424,16 +427,19 @@ class GrammarMatcher:
         paths = self._stacks.paths(parents)
         return paths[0] if paths is not None and len(paths) == 1 else None
 
-    def _add_split(self, row: np.ndarray, s: int, parents: frozenset[int], unc: np.ndarray, path: np.ndarray) -> bool:
+    def _add_split(self, row: np.ndarray, s: int, parents: frozenset[int], unc: np.ndarray, path: np.ndarray,
+                   part: tuple[int, tuple[int, ...], bool, tuple[int, ...]] | None = None) -> bool:
         """Set in ``row`` the uncertain tokens of split top ``s`` that its stack ``path`` accepts
         (:mod:`pda.split_tops`); False when that is not cacheable (a deep walk overflowed: its
-        tokens are decided by the byte walker)."""
+        tokens are decided by the byte walker).  ``part``: this top's key part, made on the same
+        stack (:meth:`pda.split_tops.SplitTops.part`), whose deep ids are then not decided again
+        (a level's lookup a frame at a time, up to the depth of the document's nesting)."""
         split = self._compiled.split_tops
-        frames, deeper = split.top(path)
+        frames, deeper = split.top(path) if part is None else part[1:3]
         shallow = split.shallow(s, unc, path, frames, deeper)
         if shallow.accepted.shape[0]:
             set_bits(row, shallow.accepted)
-        ids = split.deep_ids(s, shallow, path, frames, deeper)
+        ids = split.deep_ids(s, shallow, path, frames, deeper) if part is None else part[3]
         if ids is None:
             ok = np.zeros(shallow.deep.shape[0], dtype=np.bool_)
             self._decide_by_bytes(s, parents, shallow.deep, ok)

@@ -268,13 +268,15 @@ class SplitTops:
         deep = tokens[(out != TOKEN_ACCEPTED) & (out != TOKEN_REJECTED)]
         return Shallow(accepted, np.ascontiguousarray(deep))
 
-    def _level_part(self, s: int, tokens: np.ndarray, path: np.ndarray, k: int, deeper: bool) -> Shallow:
+    def _level_part(self, s: int, tokens: np.ndarray, path: np.ndarray, k: int, deeper: bool,
+                    top: list[int] | None = None) -> Shallow:
         """Level ``k`` (> :data:`SPLIT_DEPTH`) of split top ``s`` over ``path``: ``tokens``, the ones
         deep at level ``k - 1``, decided over the top ``k`` frames (``deeper``: the stack has more;
         else ``path`` is the whole stack).  Kept per (state, top ``k`` frames, deeper), which
-        determine ``tokens``."""
-        key = (s, tuple(path[-k:][::-1].tolist()), deeper)
-        got = self._levels.get(key)
+        determine ``tokens``.  ``top``: ``path``'s frames top first, as a list (a caller going
+        down the levels makes it once)."""
+        key = (s, tuple(path[-k:][::-1].tolist() if top is None else top[:k]), deeper)
+        got = self._levels.entries.get(key)
         if got is None:
             got = self._walk_part(s, tokens, path, k, deeper)
             self._levels.store(key, got)
@@ -308,13 +310,15 @@ class SplitTops:
         deep = shallow.deep
         ids: list[int] = []
         k = SPLIT_DEPTH
+        top = path[::-1].tolist()
         while deep.shape[0]:
             if not deeper:  # the last level read the whole stack: what is left overflowed
                 return None
             k += 1
-            deeper = path.shape[0] > k
-            part = self._level_part(s, deep, path, k, deeper)
-            ids.extend(part.accepted.tolist())
+            deeper = len(top) > k
+            part = self._level_part(s, deep, path, k, deeper, top)
+            if part.accepted.shape[0]:
+                ids.extend(part.accepted.tolist())
             deep = part.deep
         return tuple(sorted(ids))
 

@@ -701,9 +701,11 @@ def test_deep_ids_are_decided_a_frame_at_a_time_exactly(deepseek_tokenizer: Any,
     real_part = pda.split_tops.SplitTops._level_part
     levels = [0]
 
-    def level_part(self: Any, s: int, tokens: np.ndarray, path: np.ndarray, k: int, deeper: bool) -> Any:
+    def level_part(self: Any, s: int, tokens: np.ndarray, path: np.ndarray, k: int, deeper: bool, top: Any = None) -> Any:
         levels[0] = max(levels[0], k)
-        return real_part(self, s, tokens, path, k, deeper)
+        if top is not None:  # the frames top first, made once by the caller: the same as the path's
+            assert top == path[::-1].tolist()
+        return real_part(self, s, tokens, path, k, deeper, top)
 
     def recorded(self: Any, s: int, shallow: Any, path: np.ndarray, frames: tuple[int, ...], deeper: bool) -> Any:
         levels[0] = 0

@@ -10,6 +10,7 @@ where unboxing their 44 arrays made it 5.3 µs.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,7 @@ _TUPLE_KIND_LIMIT = 256  # tuples of arrays whose kinds are remembered (each hel
 # find the entry point, in a fill that is already a first visit
 _tuple_kinds: dict[int, tuple[object, int]] = {}
 _kind_numbers: dict[tuple[Any, ...], int] = {}  # the kinds of a tuple of arrays -> a number of its own
+_kind_lock = threading.Lock()
 
 
 def _tuple_kind(x: tuple[Any, ...]) -> int:
@@ -67,7 +69,8 @@ def _tuple_kind(x: tuple[Any, ...]) -> int:
     if got is not None and got[0] is x:
         return got[1]
     kind = (type(x), *map(_array_kind, x))
-    number = _kind_numbers.setdefault(kind, len(_kind_numbers))  # a few kinds per process
+    with _kind_lock:  # two threads must not give two kinds one number (a few kinds per process)
+        number = _kind_numbers.setdefault(kind, len(_kind_numbers))
     if len(_tuple_kinds) >= _TUPLE_KIND_LIMIT:
         _tuple_kinds.clear()
     _tuple_kinds[id(x)] = (x, number)

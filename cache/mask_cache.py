@@ -124,8 +124,7 @@ class MaskCache:
         self._lock = threading.Lock()
         self._handover: weakref.finalize | None = None  # hands the CPU reserve on at this cache's death
         self._alloc(self._initial_rows)
-        if self.device.type != "cpu":
-            self.device = self._pool.device  # with its index ("cuda" -> "cuda:0")
+        self.device = self.device if self._tensor is None else self._tensor.device  # with its index ("cuda:0")
         self._on_cpu = self.device.type == "cpu"
 
     # ---- pool ------------------------------------------------------------------------------
@@ -134,7 +133,6 @@ class MaskCache:
         """A fresh, empty pool of ``rows`` rows (under the lock, or from ``__init__``)."""
         if self._handover is not None:  # clear(): the old reserve is freed with its last view, not handed over
             self._handover.detach()
-        self._reserve: np.ndarray | None = None
         self._held: Reserve | None = None
         self._handover = None
         self._tensor: torch.Tensor | None = None
@@ -142,7 +140,6 @@ class MaskCache:
             # the whole bound at once, as zero pages the OS maps in only when a row is written: a
             # growth is then a longer view, not a copy (7 ms for a pool of a few MiB, in one fill)
             held = self._held = take_reserve(self.max_rows, self.words)
-            self._reserve = held.rows
             self._used = [rows]  # rows ever in the pool (its owner's writes touched no others)
             self._handover = weakref.finalize(self, hand_over, held, self._used)
             self._host: np.ndarray | None = held.rows[:rows]  # its torch view is made when asked (_pool)
@@ -166,6 +163,10 @@ class MaskCache:
         if t is None:
             t = self._tensor = torch.from_numpy(self._host)  # type: ignore[arg-type]
         return t
+
+    @property
+    def _reserve(self) -> np.ndarray | None:  # the whole reserve behind a CPU pool (None for other pools)
+        return None if self._held is None else self._held.rows
 
     def _capacity(self) -> int:
         return self._host.shape[0] if self._host is not None else self._pool.shape[0]

@@ -116,7 +116,7 @@ class BatchGrammarMatcher:
             if id(m._compiled) != gid:  # a batch is usually of one grammar: one dict lookup per run of it
                 gid = id(m._compiled)
                 if m._compiled.words != words:  # before any row is written
-                    _check_words([m], words)
+                    raise _other_words(m._compiled.words, words)
                 live = by_grammar.setdefault(gid, [])
             finished, key, stops = m._batch_state()
             if finished:
@@ -310,12 +310,14 @@ def _check_words(matchers: Sequence[GrammarMatcher], words: int) -> None:
     per run of matchers of one compiled grammar, before any row is written."""
     last = None
     for m in matchers:
-        comp = m._compiled
-        if comp is not last:
-            if comp.words != words:
-                raise BitmaskError(f"the batch's matchers must share one vocabulary size: rows of {comp.words} and "
-                                   f"{words} int32 words")
-            last = comp
+        if m._compiled is not last:
+            last = m._compiled
+            if last.words != words:
+                raise _other_words(last.words, words)
+
+
+def _other_words(got: int, words: int) -> BitmaskError:
+    return BitmaskError(f"the batch's matchers must share one vocabulary size: rows of {got} and {words} int32 words")
 
 
 def _host_or_device(bitmask: Any) -> tuple[np.ndarray | None, str | None]:

@@ -276,7 +276,7 @@ class SplitTops:
         determine ``tokens``.  ``top``: ``path``'s frames top first, as a list (a caller going
         down the levels makes it once)."""
         key = (s, tuple(path[-k:][::-1].tolist() if top is None else top[:k]), deeper)
-        got = self._levels.entries.get(key)
+        got = self._levels.get(key)
         if got is None:
             got = self._walk_part(s, tokens, path, k, deeper)
             self._levels.store(key, got)

@@ -12,8 +12,8 @@ Grammars, and what each engine gets (the table of the README repeats this):
   an array, nothing around it); llguidance the Lark grammar ``start: %json {}`` (JSON Schema ``{}``,
   any value, flexible whitespace).  The three grammars differ at the first and last step only; the
   documents are the random ones and the object/array samples, with no surrounding whitespace.
-* ``json.gbnf``, ``c_like.gbnf``, ``sql_select.gbnf`` — the bundled GBNF text for pda
-  (``compile_grammar``) and xgrammar (``compile_grammar``); for llguidance
+* ``json.gbnf``, ``c_like.gbnf``, ``sql_select.gbnf``, ``csv.gbnf``, ``xml.gbnf`` — the bundled
+  GBNF text for pda (``compile_grammar``) and xgrammar (``compile_grammar``); for llguidance
   ``llguidance.gbnf_to_lark`` of the same text, after joining continuation lines that start with
   ``|`` (its converter cannot read them).  Documents: the random JSON documents and every valid JSON
   sample for ``json.gbnf``; the bundled valid samples for the others.
@@ -91,7 +91,7 @@ def llguidance_lark(gbnf: str) -> str:
 
 
 def build_cases(num_docs: int, seed: int) -> list[Case]:
-    """The grammars and their documents: the four bundled ones, then llama.cpp's examples."""
+    """The grammars and their documents: the bundled ones, then llama.cpp's examples."""
     random_docs = [(f"random-{i}", d) for i, d in enumerate(random_json_documents(num_docs, seed))]
     json_valid = [(p.name, p.read_text(encoding="utf-8")) for p in grammars.samples("json")[0]]
     # xgrammar's built-in grammar wants an object or an array with nothing around it.
@@ -100,7 +100,8 @@ def build_cases(num_docs: int, seed: int) -> list[Case]:
         "pda": "compile_builtin_json() = bundled json.gbnf (any value, ws around)",
         "xgrammar": "compile_builtin_json_grammar() (object|array root, no ws around)",
         "llguidance": f"lark '{LLG_JSON}' (any value, flexible ws, no \\/ escape)"})]
-    for name, docs in (("json", random_docs + json_valid), ("c_like", None), ("sql_select", None)):
+    for name, docs in (("json", random_docs + json_valid), ("c_like", None), ("sql_select", None),
+                       ("csv", None), ("xml", None)):
         path = grammars.path(name)
         if docs is None:
             docs = [(p.name, p.read_text(encoding="utf-8")) for p in grammars.samples(name)[0]]

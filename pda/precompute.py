@@ -166,7 +166,9 @@ class TokenClasses:
     def __init__(self, aut: Automaton, tok: TokenizerInfo) -> None:
         self.words = (tok.vocab_size + 31) // 32
         self.by_state: dict[int, StateClasses] = {}
-        self.states = np.flatnonzero(aut.has_bytes).tolist()
+        # tuples of ints, which the collector stops tracking: a list of a large schema's 60,000
+        # states was walked by every full collection while its grammar lived
+        self.states: tuple[int, ...] = tuple(np.flatnonzero(aut.has_bytes).tolist())
         self.kernel = kernel_automaton(aut)
         weakref.finalize(self, forget_entry_points, id(self.kernel))
         self.shared_hits = 0  # states whose classes came from the tokenizer's cache
@@ -207,9 +209,10 @@ class TokenClasses:
         src = np.repeat(np.arange(aut.num_states), np.diff(aut.call_ptr))
         start = aut.rule_start[aut.call_rule]
         keep = self.kernel.rule_escape[aut.call_rule] & (start != src)
-        self._escape_starts: dict[int, list[int]] = {}
+        escape_starts: dict[int, list[int]] = {}
         for q, t in zip(src[keep].tolist(), start[keep].tolist()):
-            self._escape_starts.setdefault(q, []).append(t)
+            escape_starts.setdefault(q, []).append(t)
+        self._escape_starts = {q: tuple(ts) for q, ts in escape_starts.items()}
 
     @property
     def nbytes(self) -> int:

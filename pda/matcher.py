@@ -344,7 +344,7 @@ class GrammarMatcher:
         split = self._compiled.split_tops.states
         return tuple((depths.get(s, 0), s in split) for s, _ in cfg.tops)
 
-    def _top_part(self, s: int, parents: frozenset[int], depths: dict[int, int]) -> Any:
+    def _top_part(self, s: int, parents: tuple[int, ...], depths: dict[int, int]) -> Any:
         """Top ``s``'s part of a key: its state with the signature of its top ``depths[s]`` frames (0
         when absent); for a split top (:meth:`_split_path`), its state, top frames and the ids its
         deep tokens accept on its stack (:mod:`pda.split_tops`; a new stack pattern walks those few
@@ -419,7 +419,7 @@ class GrammarMatcher:
         self._remember(cfg, key)
         return row, key
 
-    def _split_path(self, parents: frozenset[int], unc: np.ndarray) -> np.ndarray | None:
+    def _split_path(self, parents: tuple[int, ...], unc: np.ndarray) -> np.ndarray | None:
         """The linear stack below a split top: one linear stack and some uncertain tokens, fewer
         than frame classes start at; else None."""
         if not 0 < unc.shape[0] < FRAME_MIN_UNCERTAIN:
@@ -427,7 +427,7 @@ class GrammarMatcher:
         paths = self._stacks.paths(parents)
         return paths[0] if paths is not None and len(paths) == 1 else None
 
-    def _add_split(self, row: np.ndarray, s: int, parents: frozenset[int], unc: np.ndarray, path: np.ndarray,
+    def _add_split(self, row: np.ndarray, s: int, parents: tuple[int, ...], unc: np.ndarray, path: np.ndarray,
                    part: tuple[int, tuple[int, ...], bool, tuple[int, ...]] | None = None) -> bool:
         """Set in ``row`` the uncertain tokens of split top ``s`` that its stack ``path`` accepts
         (:mod:`pda.split_tops`); False when that is not cacheable (a deep walk overflowed: its
@@ -449,7 +449,7 @@ class GrammarMatcher:
             set_bits(row, np.array(ids, dtype=np.int32))
         return True
 
-    def _top_survivors(self, s: int, parents: frozenset[int], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
+    def _top_survivors(self, s: int, parents: tuple[int, ...], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
         """:meth:`_survivors`, kept per (state, the paths of the frames read) in the grammar's
         :class:`~pda.walk_results.WalkResults`: a new combination of tops met before walks none."""
         memo = self._compiled.top_survivors
@@ -462,7 +462,7 @@ class GrammarMatcher:
             memo.store(s, sig, read, ids, ids.nbytes + 16 * read * max(1, len(sig)) + 200)  # type: ignore[operator]
         return ids, read
 
-    def _survivors(self, s: int, parents: frozenset[int], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
+    def _survivors(self, s: int, parents: tuple[int, ...], unc: np.ndarray) -> tuple[np.ndarray, int | None]:
         """The ids of the uncertain tokens ``unc`` (sorted-trie indices) that the real stack below
         top ``s`` accepts, and how many frames the walks read (None: read by the byte walker,
         which reads any depth, so not cacheable)."""
@@ -517,7 +517,7 @@ class GrammarMatcher:
             self._decide_by_bytes(s, parents, unc, ok)
         return comp.trie.order[unc[ok]].astype(np.int32), read
 
-    def _decide_by_bytes(self, s: int, parents: frozenset[int], unc: np.ndarray, ok: np.ndarray) -> None:
+    def _decide_by_bytes(self, s: int, parents: tuple[int, ...], unc: np.ndarray, ok: np.ndarray) -> None:
         """Set ``ok[j]`` for each undecided token ``unc[j]`` that top ``s`` accepts on its real stack,
         with the byte walker (which reads any depth): for stacks the token walk cannot take."""
         comp = self._compiled

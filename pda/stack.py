@@ -1,11 +1,13 @@
 """The persistent stack arena: hash-consed nodes of a graph-structured stack (GSS).
 
-A node is ``(state, parents)``: ``state`` is the state a rule returns to, ``parents`` the frozen
-set of nodes below it (``BOTTOM`` for the root level).  Stacks that share a top state are merged
-into one node whose parents are the union (Tomita's GSS), so an ambiguous grammar costs work
-polynomial in the input, never exponential.  Nodes are immutable and hash-consed: the same
-(state, parents) is always the same id, and every node carries an xxhash signature of its whole
-graph below, so equal stacks have equal ids and equal signatures across matchers of one arena.
+A node is ``(state, parents)``: ``state`` is the state a rule returns to, ``parents`` the set of
+nodes below it (``BOTTOM`` for the root level), as a sorted tuple of ints: one the garbage
+collector stops tracking, where a frozenset (and every tuple holding one) stays tracked for good.
+Stacks that share a top state are merged into one node whose parents are the union (Tomita's
+GSS), so an ambiguous grammar costs work polynomial in the input, never exponential.  Nodes are
+immutable and hash-consed: the same (state, parents) is always the same id, and every node
+carries an xxhash signature of its whole graph below, so equal stacks have equal ids and equal
+signatures across matchers of one arena.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ class StackArena:
     __slots__ = ("_ids", "state", "parents", "depth", "signature", "max_depth", "_lock")
 
     def __init__(self, max_depth: int = DEFAULT_MAX_STACK_DEPTH) -> None:
-        self._ids: dict[tuple[int, frozenset[int]], int] = {}
+        self._ids: dict[tuple[int, tuple[int, ...]], int] = {}
         self.state: list[int] = []
-        self.parents: list[frozenset[int]] = []
+        self.parents: list[tuple[int, ...]] = []
         self.depth: list[int] = []
         self.signature: list[int] = []
         self.max_depth = max_depth
@@ -39,7 +41,7 @@ class StackArena:
     def __len__(self) -> int:
         return len(self.state)
 
-    def node(self, state: int, parents: frozenset[int]) -> int:
+    def node(self, state: int, parents: tuple[int, ...]) -> int:
         """The id of node (state, parents), created on first use (atomically: threads that make the
         same node at once get the same id)."""
         key = (state, parents)
@@ -49,7 +51,7 @@ class StackArena:
         with self._lock:
             return self._make(key, state, parents)
 
-    def _make(self, key: tuple[int, frozenset[int]], state: int, parents: frozenset[int]) -> int:
+    def _make(self, key: tuple[int, tuple[int, ...]], state: int, parents: tuple[int, ...]) -> int:
         got = self._ids.get(key)
         if got is not None:
             return got

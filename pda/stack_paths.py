@@ -28,14 +28,14 @@ class StackPaths:
         self.arena = arena
         self._lines: dict[int, np.ndarray] = {}  # arena node -> its linear stack
 
-    def signature(self, parents: frozenset[int], depth: int) -> tuple[tuple[int, ...], ...] | None:
+    def signature(self, parents: tuple[int, ...], depth: int) -> tuple[tuple[int, ...], ...] | None:
         """The return-state paths of length ``depth`` below a top (shorter ones end in -1, the
         bottom), sorted; None when there are more than ``MAX_STACK_PATHS``."""
         if depth == 0:
             return ()
         arena = self.arena
         out: set[tuple[int, ...]] = set()
-        todo: list[tuple[frozenset[int], tuple[int, ...]]] = [(parents, ())]
+        todo: list[tuple[tuple[int, ...], tuple[int, ...]]] = [(parents, ())]
         while todo:
             ps, above = todo.pop()
             for p in ps:
@@ -51,7 +51,7 @@ class StackPaths:
                 return None
         return tuple(sorted(out))
 
-    def paths(self, parents: frozenset[int]) -> list[np.ndarray] | None:
+    def paths(self, parents: tuple[int, ...]) -> list[np.ndarray] | None:
         """Every linear stack (return states, bottom first) below a top; None when too many.
 
         A linear stack (one parent per node, the usual case) is remembered per arena node: the next
@@ -88,12 +88,12 @@ class StackPaths:
             lines[top] = path
         return [path]
 
-    def _branching(self, parents: frozenset[int], line: list[int]) -> list[np.ndarray] | None:
+    def _branching(self, parents: tuple[int, ...], line: list[int]) -> list[np.ndarray] | None:
         """The linear stacks below ``parents`` (several), each under the frames ``line`` (top
         first); None when there are more than ``MAX_STACK_PATHS``."""
         arena = self.arena
         paths: list[list[int]] = []
-        todo: list[tuple[frozenset[int], list[int]]] = [(parents, line)]
+        todo: list[tuple[tuple[int, ...], list[int]]] = [(parents, line)]
         while todo:
             ps, above = todo.pop()
             for p in ps:

@@ -3,10 +3,13 @@
 Text-level matching (:class:`ByteMatcher`, :func:`validate_bytes`) and the token-level matcher
 (:mod:`pda.matcher`) both step through the automaton with a :class:`Walker`.
 
-A *configuration* is a mapping top state -> frozen set of parent nodes (GSS nodes in a
+A *configuration* is a mapping top state -> set of parent nodes (GSS nodes in a
 :class:`~pda.stack.StackArena`, or ``BOTTOM``), kept only for tops that can read a byte, plus
-whether the text so far is a complete sentence.  Tops that share a state are merged, so a
-configuration never holds more tops than the automaton has states, however ambiguous the grammar.
+whether the text so far is a complete sentence.  A parent set is a sorted tuple of ints, and a top
+a ``(state, parents)`` tuple: tuples of ints, which the garbage collector stops tracking (147 live
+matchers of JSON Schemas held 54,000 tracked tops and parent sets as frozensets).  Tops that
+share a state are merged, so a configuration never holds more tops than the automaton has
+states, however ambiguous the grammar.
 
 The closure after a byte has two phases.  Pops first: a top at an end state returns to each of its
 parents.  Then pushes, in the automaton's ``push_rank`` order: a call edge ``s -r-> t`` puts the
@@ -40,7 +43,7 @@ class Config:
 
     __slots__ = ("tops", "accepting", "_hash")
 
-    def __init__(self, tops: tuple[tuple[int, frozenset[int]], ...], accepting: bool) -> None:
+    def __init__(self, tops: tuple[tuple[int, tuple[int, ...]], ...], accepting: bool) -> None:
         self.tops = tops
         self.accepting = accepting
         self._hash = hash((tops, accepting))
@@ -122,14 +125,12 @@ class Walker:
         # that runs over one top meets the same few configurations again and again, and each new
         # object would be one more for the collector to track as long as the rollback history
         # holds it
-        self._single: dict[tuple[int, frozenset[int]], Config] = {}
-        self._closed: dict[tuple[int, frozenset[int]], Config] = {}
+        self._single: dict[tuple[int, tuple[int, ...]], Config] = {}
+        self._closed: dict[tuple[int, tuple[int, ...]], Config] = {}
         # the one object of each parent set and each top a closure has made: of a large schema's
-        # 8,400 live parent sets, 94 were distinct, and of its 8,500 tops 3,300, and every object
-        # alive is one more that each full collection walks (a full collection inside a fill was
-        # that fill's whole 10-18 ms)
-        self._sets: dict[frozenset[int], frozenset[int]] = {}
-        self._tops: dict[tuple[int, frozenset[int]], tuple[int, frozenset[int]]] = {}
+        # 8,400 live parent sets, 94 were distinct, and of its 8,500 tops 3,300
+        self._sets: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self._tops: dict[tuple[int, tuple[int, ...]], tuple[int, tuple[int, ...]]] = {}
 
     def initial(self) -> Config:
         return self.closure({self._starts[0]: {BOTTOM}})
@@ -153,9 +154,9 @@ class Walker:
                 cur = tops.get(t)
                 if cur is None:
                     cur = tops[t] = set()
-                add = arena.parents[p] - cur
+                add = [q for q in arena.parents[p] if q not in cur]
                 if add:
-                    cur |= add
+                    cur.update(add)
                     pending.setdefault(t, set()).update(add)
                     work.append(t)
         calls, rank, starts = self._calls, self._rank, self._starts
@@ -181,14 +182,14 @@ class Walker:
         has_bytes = self._has_bytes
         return Config(tuple(sorted(self._one_top_value(s, p) for s, p in tops.items() if has_bytes[s])), accepting)
 
-    def _one_set(self, parents: set[int]) -> frozenset[int]:
-        """The one frozen object of the parent set ``parents`` (atomic: ``setdefault``)."""
+    def _one_set(self, parents: set[int]) -> tuple[int, ...]:
+        """The one object of the parent set ``parents``, as its sorted tuple (atomic: ``setdefault``)."""
         if len(self._sets) >= _MEMO_LIMIT:
             self._sets.clear()
-        got = frozenset(parents)
+        got = tuple(sorted(parents))
         return self._sets.setdefault(got, got)
 
-    def _one_top_value(self, s: int, parents: set[int]) -> tuple[int, frozenset[int]]:
+    def _one_top_value(self, s: int, parents: set[int]) -> tuple[int, tuple[int, ...]]:
         """The one object of the top ``(s, parents)``, its parent set made by :meth:`_one_set`."""
         if len(self._tops) >= _MEMO_LIMIT:
             self._tops.clear()
@@ -212,7 +213,7 @@ class Walker:
                 if have is None:
                     nxt[t] = set(parents)
                 else:
-                    have |= parents
+                    have.update(parents)
         got = self.closure(nxt) if nxt else _DEAD
         if len(self._memo) >= _MEMO_LIMIT:
             self._memo.clear()
@@ -244,7 +245,7 @@ class Walker:
             pos += 1
         return cfg, pos
 
-    def _one_top(self, t: int, parents: frozenset[int], closed: bool) -> Config:
+    def _one_top(self, t: int, parents: tuple[int, ...], closed: bool) -> Config:
         """The configuration of the one top ``(t, parents)`` (not accepting), or with ``closed`` its
         :meth:`closure`: one object per value, memoised like :meth:`step`."""
         table = self._closed if closed else self._single

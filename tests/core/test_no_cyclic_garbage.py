@@ -198,7 +198,8 @@ def test_a_collection_visits_nothing_inside_the_byte_walkers_tables() -> None:
 def test_configurations_share_one_object_per_parent_set_and_per_top() -> None:
     """Every top a closure makes, and its parent set, is the one object of its value (a large
     schema's documents left 8,400 parent sets alive, 94 of them distinct, and 8,500 tops, 3,300
-    distinct: each one more object for every full collection to walk)."""
+    distinct), and both are tuples of ints that a collection stops tracking (as frozensets, 147 live
+    matchers held 54,000 of them, each one more object for every full collection to walk)."""
     tok = TokenizerInfo.from_vocab_bytes([bytes([b]) for b in range(256)] + [b""], stop_token_ids=256)
     compiled = GrammarCompiler(tok, cache=False).compile_json_schema(SCHEMAS[0])
     matcher = GrammarMatcher(compiled)
@@ -212,6 +213,9 @@ def test_configurations_share_one_object_per_parent_set_and_per_top() -> None:
     assert len({id(p) for p in parent_sets}) == len(set(parent_sets))
     arena = walker.arena
     assert len({id(p) for p in arena.parents}) == len(set(arena.parents))  # the stack's nodes share them too
+    gc.collect()
+    assert not any(gc.is_tracked(top) or gc.is_tracked(top[1]) for top in tops)
+    assert not any(gc.is_tracked(c.tops) for c in configs.values())
 
 
 def test_tokens_over_configurations_met_before_add_no_tracked_objects() -> None:

@@ -218,10 +218,10 @@ def deepseek_sample(request: pytest.FixtureRequest, case: Case, size: int = 2000
 # ------------------------------------------------------------------------------------- stacks
 
 
-def linear_stacks(arena: StackArena, parents: frozenset[int], limit: int) -> list[tuple[int, ...]]:
+def linear_stacks(arena: StackArena, parents: tuple[int, ...], limit: int) -> list[tuple[int, ...]]:
     """The linear stacks (return states, bottom first) of a GSS parent set, at most ``limit``."""
     out: list[tuple[int, ...]] = []
-    todo: list[tuple[frozenset[int], tuple[int, ...]]] = [(parents, ())]
+    todo: list[tuple[tuple[int, ...], tuple[int, ...]]] = [(parents, ())]
     while todo and len(out) < limit:
         ps, above = todo.pop()
         for p in sorted(ps):
@@ -384,7 +384,7 @@ def chain_config(walker: Walker, state: int, stack: tuple[int, ...]) -> Config:
     """The closed configuration of one top ``state`` over the linear ``stack``."""
     node = BOTTOM
     for ret in stack:
-        node = walker.arena.node(ret, frozenset([node]))
+        node = walker.arena.node(ret, (node,))
     return walker.closure({state: {node}})
 
 

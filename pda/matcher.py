@@ -127,7 +127,7 @@ class GrammarMatcher:
         self._walker = space.walker
         self._stacks = space.stacks  # the linear stacks and signatures below tops
         self._keys = space.keys  # mask keys (or None) of configurations met
-        self._steps = space.steps  # (configuration, token) -> the next configuration, or None: refused
+        self._steps = space.steps  # (configuration, token) -> the next configuration, or None: refused (by int)
 
     @property
     def _cfg(self) -> Config:
@@ -169,10 +169,13 @@ class GrammarMatcher:
             return True
         if type(token_id) is not int:
             token_id = operator.index(token_id)  # numpy integers; a float is a TypeError, as a list index
+        if not 0 <= token_id < self._vocab_size:
+            return False
         cur = self._history[-1]
-        nxt = self._steps.get((cur, token_id), _NO_STEP)  # the grammar's other matchers stepped it before
+        key = cur.serial * self._vocab_size + token_id  # (StackSpace.steps)
+        nxt = self._steps.get(key, _NO_STEP)  # the grammar's other matchers stepped it before
         if nxt is _NO_STEP:
-            nxt = self._space.remember_step(cur, token_id, self._step(cur, token_id))
+            nxt = self._space.remember_step(key, self._step(cur, token_id))
         if nxt is None:
             return False
         self._push(nxt, False)  # type: ignore[arg-type]

@@ -52,7 +52,11 @@ class StackSpace:
         self.walker = Walker(aut, StackArena(max_stack_depth))
         self.stacks = StackPaths(self.walker.arena)
         self.keys: dict[Config, object] = {}  # mask key (or None: not cacheable) per configuration
-        self.steps: dict[tuple[Config, int], Config | None] = {}  # (configuration, token) -> next, None: refused
+        # (configuration, token) -> the next configuration, None: refused; keyed by the int
+        # ``cfg.serial * vocab_size + token`` (0 <= token < vocab_size; configurations here are one
+        # object per value, and a serial is never reused), not a (Config, int) tuple, which the
+        # collector would track as long as the memo holds it (16,000 in 147 live matchers)
+        self.steps: dict[int, Config | None] = {}
         self.configs: dict[Config, Config] = {}  # the one object of each configuration a step gave
         self._start: Config | None = None
 
@@ -81,10 +85,10 @@ class StackSpace:
         got = self.configs.get(cfg)
         return _store(self.configs, STEP_MEMO_LIMIT, cfg, cfg) if got is None else got
 
-    def remember_step(self, cfg: Config, token_id: int, nxt: Config | None) -> Config | None:
-        """Remember that token ``token_id`` takes ``cfg`` to ``nxt`` (None: refuses it); return the
-        configuration's one object (:meth:`canonical`), or None."""
-        return _store(self.steps, STEP_MEMO_LIMIT, (cfg, token_id), None if nxt is None else self.canonical(nxt))
+    def remember_step(self, key: int, nxt: Config | None) -> Config | None:
+        """Remember that the step of ``key`` (see :attr:`steps`) gives ``nxt`` (None: refused);
+        return the configuration's one object (:meth:`canonical`), or None."""
+        return _store(self.steps, STEP_MEMO_LIMIT, key, None if nxt is None else self.canonical(nxt))
 
 
 def _store(table: dict[Any, Any], limit: int, key: Any, value: Any) -> Any:

@@ -21,6 +21,7 @@ left recursion is gone, the pushes form a DAG: each top's parent set is final be
 from __future__ import annotations
 
 import heapq
+import itertools
 import weakref
 from array import array
 from functools import partial
@@ -36,17 +37,23 @@ from .stack import BOTTOM, StackArena
 __all__ = ["Config", "Walker", "ByteMatcher", "validate_bytes", "as_bytes"]
 
 
+_SERIALS = itertools.count()
+
+
 class Config:
     """Tops that can read a byte (state -> parents) and whether the text is a complete sentence.
 
-    Immutable and hashable (the hash is computed once), so steps can be memoised."""
+    Immutable and hashable (the hash is computed once), so steps can be memoised.  ``serial`` is a
+    number no other configuration object of the process has: a memo of one object per value (a
+    matcher's, :class:`~pda.stack_space.StackSpace`) keys steps by it, with plain ints."""
 
-    __slots__ = ("tops", "accepting", "_hash")
+    __slots__ = ("tops", "accepting", "_hash", "serial")
 
     def __init__(self, tops: tuple[tuple[int, tuple[int, ...]], ...], accepting: bool) -> None:
         self.tops = tops
         self.accepting = accepting
         self._hash = hash((tops, accepting))
+        self.serial = next(_SERIALS)  # (itertools.count: atomic under the GIL)
 
     def __hash__(self) -> int:
         return self._hash

@@ -216,6 +216,10 @@ def test_configurations_share_one_object_per_parent_set_and_per_top() -> None:
     gc.collect()
     assert not any(gc.is_tracked(top) or gc.is_tracked(top[1]) for top in tops)
     assert not any(gc.is_tracked(c.tops) for c in configs.values())
+    other = GrammarMatcher(compiled)
+    assert all(other.accept_token(b) for b in b'{"name": "ab"')
+    steps = other._space.steps  # keyed by ints, not (configuration, token) tuples
+    assert steps and all(type(k) is int for k in steps)
 
 
 def test_tokens_over_configurations_met_before_add_no_tracked_objects() -> None:

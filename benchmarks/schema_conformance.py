@@ -8,12 +8,15 @@ valid instance is accepted and every invalid one is rejected, all within ``--tim
 engine (a compile past it is a compile error; instances not reached count as rejected).
 
     python benchmarks/schema_conformance.py [PATH] [--sample 150] [--seed 0] [--engines pda,xgrammar,llguidance]
-        [--timeout 30] [--out benchmarks/results/schema_conformance.json] [--gc-freeze]
+        [--timeout 30] [--out benchmarks/results/schema_conformance.json] [--gc-freeze] [--interleave]
 
 PATH defaults to ``../shared/corpora``; ``PATH/jsonschemabench/*.jsonl`` is read.  xgrammar runs
 with ``strict_mode=False, any_whitespace=True``; llguidance with flexible whitespace.  Every engine
 steps through the very same schemas and token sequences (tokenized once, in this process), after
 one untimed warm-up schema per engine (kernel loading and lazy setup stay out of the figures).
+The engines run one after the other, every schema on one engine and then on the next, as MaskBench
+does; ``--interleave`` runs each schema on every engine in turn instead (the order rotating schema
+by schema), so that the machine's drift over the minutes of a run falls on all engines alike.
 
 After the per-subset table it prints one summary per engine over the whole sample: the mask time
 per fill pooled over every fill of every schema (mean, p50, p99, and the slowest single fill with
@@ -345,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=30.0,
                     help="seconds per schema and engine, compile and instances (0: no limit)")
     ap.add_argument("--verbose", action="store_true", help="print every failing schema")
+    ap.add_argument("--interleave", action="store_true",
+                    help="run each schema on every engine in turn, the order rotating schema by schema, instead "
+                         "of every schema on one engine and then on the next (MaskBench's order, the default): the "
+                         "machine's drift over minutes then falls on all engines alike")
     args = ap.parse_args(argv)
 
     items = load_items(Path(args.path), args.sample or None, args.seed)
@@ -365,16 +372,31 @@ def main(argv: list[str] | None = None) -> int:
     # in an engine's fill showed as its slowest)
     fills: dict[str, list[tuple[str, list[float]]]] = {e.name: [] for e in engines}
     warm_tokens = hf.encode(json.dumps(WARMUP_DOC), add_special_tokens=False)
-    for e in engines:
-        e.run(e.compile(WARMUP_SCHEMA), warm_tokens, [])  # load kernels / lazy setup outside the figures
-        for it in items:
-            rec, times = run_schema(e, it, encoded[it["id"]], args.timeout)
-            fills[e.name].append((it["id"], times))
-            results[e.name].append(rec)
-            if args.verbose and not rec.get("passed"):
-                print(f"  {e.name} {it['id']}: {rec.get('error') or ''} false rejects {rec.get('false_rejects')}, "
-                      f"false accepts {rec.get('false_accepts')}{', timed out' if rec.get('timed_out') else ''}")
-        print(f"{e.name}: done", file=sys.stderr)
+
+    def warm_up(e: Engine) -> None:  # load kernels / lazy setup outside the figures
+        e.run(e.compile(WARMUP_SCHEMA), warm_tokens, [])
+
+    def run_one(e: Engine, it: dict) -> None:
+        rec, times = run_schema(e, it, encoded[it["id"]], args.timeout)
+        fills[e.name].append((it["id"], times))
+        results[e.name].append(rec)
+        if args.verbose and not rec.get("passed"):
+            print(f"  {e.name} {it['id']}: {rec.get('error') or ''} false rejects {rec.get('false_rejects')}, "
+                  f"false accepts {rec.get('false_accepts')}{', timed out' if rec.get('timed_out') else ''}")
+
+    if args.interleave:
+        for e in engines:
+            warm_up(e)
+        for i, it in enumerate(items):
+            for j in range(len(engines)):
+                run_one(engines[(i + j) % len(engines)], it)
+        print("engines: done", file=sys.stderr)
+    else:
+        for e in engines:
+            warm_up(e)
+            for it in items:
+                run_one(e, it)
+            print(f"{e.name}: done", file=sys.stderr)
 
     subsets = sorted({it["id"].split("/")[0] for it in items}) + ["ALL"]
     print(f"\n{len(items)} schemas (seed {args.seed}) from {args.path}; DeepSeek tokenizer ({vocab} tokens)\n")
@@ -400,7 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"schemas": len(items), "seed": args.seed, "sample": args.sample, "path": str(args.path),
-            "vocab_size": vocab, "engines": [e.name for e in engines], "argv": sys.argv[1:],
+            "vocab_size": vocab, "engines": [e.name for e in engines], "interleave": args.interleave,
+            "argv": sys.argv[1:],
             **environment(["pda", "xgrammar", "llguidance", "numba", "torch", "numpy"])}
     out.write_text(json.dumps({"meta": meta, "summary": summary, "schemas": results}, indent=1))
     print(f"\nresults written to {out}")

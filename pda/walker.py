@@ -127,7 +127,12 @@ class Walker:
         self._trans = aut.trans
         self._simple = aut.simple
         self._cls, self._is_end, self._has_bytes, self._rank, self._calls, self._starts, self._rows = _tables(aut)
-        self._memo: dict[tuple[Config, int], Config] = {}
+        # (configuration, byte class) -> the next one, keyed by ``cfg.serial << 8 | class``: every
+        # configuration the walker makes is the one object of its value (``_configs``), so a key by
+        # object is a key by value, and an int the collector does not track (a (Config, class)
+        # tuple stays tracked as long as the memo holds it)
+        self._memo: dict[int, Config] = {}
+        self._configs: dict[Config, Config] = {}
         # (state, parents) -> the configuration of that single top, and of its closure: a text
         # that runs over one top meets the same few configurations again and again, and each new
         # object would be one more for the collector to track as long as the rollback history
@@ -187,7 +192,14 @@ class Walker:
                     if calls[st]:
                         heapq.heappush(heap, (rank[st], st))
         has_bytes = self._has_bytes
-        return Config(tuple(sorted(self._one_top_value(s, p) for s, p in tops.items() if has_bytes[s])), accepting)
+        return self._one_config(Config(tuple(sorted(self._one_top_value(s, p) for s, p in tops.items() if has_bytes[s])),
+                                       accepting))
+
+    def _one_config(self, cfg: Config) -> Config:
+        """The one object of ``cfg``'s value among those this walker made (atomic: ``setdefault``)."""
+        if len(self._configs) >= _MEMO_LIMIT:
+            self._configs.clear()
+        return self._configs.setdefault(cfg, cfg)
 
     def _one_set(self, parents: set[int]) -> tuple[int, ...]:
         """The one object of the parent set ``parents``, as its sorted tuple (atomic: ``setdefault``)."""
@@ -207,7 +219,7 @@ class Walker:
         """The configuration after one more byte (dead when no top can read it).  Memoised per
         (configuration, byte class): texts revisit the same configurations all the time."""
         c = self._cls[byte]
-        key = (cfg, c)
+        key = cfg.serial << 8 | c  # (a byte class is below 256)
         got = self._memo.get(key)
         if got is not None:
             return got
@@ -261,7 +273,8 @@ class Walker:
         if got is None:
             if len(table) >= _MEMO_LIMIT:
                 table.clear()
-            got = table[key] = self.closure({t: set(parents)}) if closed else Config(((t, parents),), False)
+            got = table[key] = (self.closure({t: set(parents)}) if closed
+                                else self._one_config(Config(((t, parents),), False)))
         return got
 
     def expected(self, cfg: Config) -> tuple[int, ...]:

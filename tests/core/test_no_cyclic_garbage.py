@@ -220,6 +220,9 @@ def test_configurations_share_one_object_per_parent_set_and_per_top() -> None:
     assert all(other.accept_token(b) for b in b'{"name": "ab"')
     steps = other._space.steps  # keyed by ints, not (configuration, token) tuples
     assert steps and all(type(k) is int for k in steps)
+    assert walker._memo and all(type(k) is int for k in walker._memo)  # and the byte steps too
+    made = list(walker._memo.values()) + list(walker._single.values()) + list(walker._closed.values())
+    assert len({id(c) for c in made}) == len(set(made))  # one configuration object per value
 
 
 def test_tokens_over_configurations_met_before_add_no_tracked_objects() -> None:

@@ -25,7 +25,7 @@ import itertools
 import weakref
 from array import array
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -38,6 +38,7 @@ __all__ = ["Config", "Walker", "ByteMatcher", "validate_bytes", "as_bytes"]
 
 
 _SERIALS = itertools.count()
+_V = TypeVar("_V")
 
 
 class Config:
@@ -118,6 +119,14 @@ def _ints(values: np.ndarray) -> array[int]:
     return array("q", values.astype(np.int64).tobytes())
 
 
+def _one(table: dict[_V, _V], value: _V) -> _V:
+    """The one object of ``value``'s value in ``table`` (``value`` itself the first time; atomic:
+    ``setdefault``); the table is cleared whole once it holds :data:`_MEMO_LIMIT` values."""
+    if len(table) >= _MEMO_LIMIT:
+        table.clear()
+    return table.setdefault(value, value)
+
+
 class Walker:
     """Stepping over an automaton with one stack arena (memoised per arena)."""
 
@@ -196,24 +205,16 @@ class Walker:
                                        accepting))
 
     def _one_config(self, cfg: Config) -> Config:
-        """The one object of ``cfg``'s value among those this walker made (atomic: ``setdefault``)."""
-        if len(self._configs) >= _MEMO_LIMIT:
-            self._configs.clear()
-        return self._configs.setdefault(cfg, cfg)
+        """The one object of ``cfg``'s value among those this walker made."""
+        return _one(self._configs, cfg)
 
     def _one_set(self, parents: set[int]) -> tuple[int, ...]:
-        """The one object of the parent set ``parents``, as its sorted tuple (atomic: ``setdefault``)."""
-        if len(self._sets) >= _MEMO_LIMIT:
-            self._sets.clear()
-        got = tuple(sorted(parents))
-        return self._sets.setdefault(got, got)
+        """The one object of the parent set ``parents``, as its sorted tuple."""
+        return _one(self._sets, tuple(sorted(parents)))
 
     def _one_top_value(self, s: int, parents: set[int]) -> tuple[int, tuple[int, ...]]:
         """The one object of the top ``(s, parents)``, its parent set made by :meth:`_one_set`."""
-        if len(self._tops) >= _MEMO_LIMIT:
-            self._tops.clear()
-        got = (s, self._one_set(parents))
-        return self._tops.setdefault(got, got)
+        return _one(self._tops, (s, self._one_set(parents)))
 
     def step(self, cfg: Config, byte: int) -> Config:
         """The configuration after one more byte (dead when no top can read it).  Memoised per

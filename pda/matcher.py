@@ -43,7 +43,8 @@ from .bitmask import _row_view_for_fill
 from .kernels import set_bits
 from .plain_runs import RUN_CAP, mark_within, stack_run
 from .split_tops import SPLIT_DEPTH, top_frames
-from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, survivors_on_path, walk_tokens
+from .path_survivors import survivors_on_path
+from .token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_UNCERTAIN, walk_tokens
 from .walk_workspace import thread_workspace
 from .stack_space import StackSpace
 from .walker import Config, as_bytes
@@ -57,7 +58,7 @@ __all__ = ["GrammarMatcher"]
 # classes first (:meth:`GrammarMatcher._by_frame_classes`).
 FRAME_MIN_UNCERTAIN = 4096
 # A top over one linear stack with fewer uncertain tokens than that is decided in one kernel call
-# (:func:`pda.token_walk.survivors_on_path`); the Python path of _survivors is its reference (the
+# (:func:`pda.path_survivors.survivors_on_path`); the Python path of _survivors is its reference (the
 # tests turn this off to compare the two).
 ONE_CALL_SURVIVORS = True
 # Such a top of a state whose walks have read more than SPLIT_DEPTH frames is a *split* top

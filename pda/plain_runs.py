@@ -325,7 +325,7 @@ def stack_run(run, to_end, s, path, cap):  # type: ignore[no-untyped-def]  # pra
     A sequence no longer than ``to_end[s]`` is a prefix of one that reaches an end state, so it
     is consumed; a longer one reaches an end after ``to_end[s]`` characters, pops into ``r`` and
     goes on from there.  Returns ``(run over the stack, frames read)``; a kernel (also
-    :func:`pda.token_walk.survivors_on_path`'s)."""
+    :func:`pda.path_survivors.survivors_on_path`'s)."""
     total = 0
     read = 0
     best = np.int64(run[s])

@@ -24,7 +24,7 @@ tokens than frame classes start at -- the matcher's *split* tops -- are decided 
   ``k`` frames, deeper), which also determine its tokens.  Most deep tokens die within a frame or
   two of their first closer that does not match, so the levels a stack needs stop well above its
   bottom.  *By one walk* for the other states: the deep tokens walked on the real stack
-  (:func:`pda.token_walk.survivors_on_path`), kept per (state, top frames, deeper) and the top
+  (:func:`pda.path_survivors.survivors_on_path`), kept per (state, top frames, deeper) and the top
   frames that walk read (:class:`~pda.walk_results.WalkResults`).  Such a walk reads as deep as
   the longest run of matching closers, so every new nesting pattern walks again (60-260 µs in a
   fill with cold caches, the built-in JSON grammar's slowest fills); levels walked lazily instead
@@ -69,7 +69,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from .kernel_entry import forget_entry_points
-from .token_walk import TOKEN_ACCEPTED, TOKEN_REJECTED, survivors_on_path, walk_tokens
+from .path_survivors import survivors_on_path
+from .token_walk import TOKEN_ACCEPTED, TOKEN_REJECTED, walk_tokens
 from .walk_results import WalkResults
 from .walk_workspace import thread_workspace
 

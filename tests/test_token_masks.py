@@ -549,7 +549,7 @@ def test_one_call_survivors_equal_the_python_path(deepseek_tokenizer: Any, monke
     """The three ways ``GrammarMatcher`` decides a top over one linear stack give the same mask at
     every step: split tops (:mod:`pda.split_tops`: a walk over the top frames, the deep tokens a
     frame at a time below them, keys of the deep outcome), one kernel call keyed by every frame read
-    (:func:`pda.token_walk.survivors_on_path`), and ``_survivors``' Python path (the reference).
+    (:func:`pda.path_survivors.survivors_on_path`), and ``_survivors``' Python path (the reference).
     All run on fresh grammars (no cached mask hides a difference) over the bundled JSON, C-like and
     SQL samples and a schema whose long strings are split into blocks (plain runs over the stack);
     the split and one-call paths are checked to have run, deep tokens included."""
@@ -569,7 +569,7 @@ def test_one_call_survivors_equal_the_python_path(deepseek_tokenizer: Any, monke
     cases.append((lambda c: c.compile_json_schema(long_strings),
                   [json.dumps({"a": "word " * 400 + '"quoted"', "b": ["x", "y\\n", ""]}), '{"b": []}']))
     calls = []
-    real = pda.token_walk.survivors_on_path
+    real = pda.path_survivors.survivors_on_path
     monkeypatch.setattr(pda.matcher, "survivors_on_path", lambda *a: calls.append(1) or real(*a))
     deep = []
     real_part = pda.split_tops.SplitTops._walk_part
@@ -688,10 +688,10 @@ def test_a_split_states_shallow_parts_are_walked_when_it_is_split(deepseek_token
 def test_deep_ids_are_decided_a_frame_at_a_time_exactly(deepseek_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A split top's deep ids, decided a level (one frame more) at a time and kept per (state, top
     frames, deeper), equal what one walk of those tokens on the whole real stack accepts
-    (:func:`pda.token_walk.survivors_on_path`); a stack that agrees with a decided one on the frames
+    (:func:`pda.path_survivors.survivors_on_path`); a stack that agrees with a decided one on the frames
     its levels read but not below gets its ids with no walk, equal to a fresh grammar's."""
     import pda.split_tops
-    from pda.token_walk import survivors_on_path
+    from pda.path_survivors import survivors_on_path
     from pda.walk_workspace import thread_workspace
 
     info = TokenizerInfo.from_huggingface(deepseek_tokenizer)

@@ -130,6 +130,22 @@ HAND_GRAMMARS: dict[str, tuple[str, list[str]]] = {
         ''',
         ["x", "-x", "x--", "x - -x", "--x--", "x" + "-" * 40 + "x", "(" + "-" * 25 + "(x)--)-- --x"],
     ),
+    # identifiers, numbers and strings that loop on one state, ending where expressions go on: the
+    # kernel decides the tokens after a looping prefix (words, `` word`` after a space, string
+    # bodies with whole UTF-8 characters) in runs, without a walk
+    "identifiers": (
+        r'''
+        root  ::= stmt (";" ws stmt)*
+        stmt  ::= ident ws "=" ws expr | "call" ws1 ident "(" ws args? ws ")"
+        args  ::= expr (ws "," ws expr)*
+        expr  ::= term (ws [-+] ws term)*
+        term  ::= ident ("." ident)? | [0-9]+ | "'" [^']* "'" | "(" ws expr ws ")"
+        ident ::= [a-zA-Z_] [a-zA-Z0-9_]*
+        ws    ::= [ \t]*
+        ws1   ::= [ \t]+
+        ''',
+        ["x = y", "call f(a, b.c + 'été')", "abc_1 = (x + 12) - 'ü  z'; y=z", "call  g( )"],
+    ),
 }
 
 BUNDLED = ["json.gbnf", "arithmetic.lark"] + (["c_like.gbnf", "xml.gbnf"] if FULL else [])
@@ -372,12 +388,37 @@ def test_kernel_equals_reference_on_small_vocabulary(name: str) -> None:
     assert tally.codes[TOKEN_UNCERTAIN], f"{name}: no token was ever uncertain: expansion is not exercised"
 
 
-@pytest.mark.parametrize("name", GRAMMAR_NAMES if FULL else ["json.gbnf", "nested_lists", "dashes"])
+@pytest.mark.parametrize("name", GRAMMAR_NAMES if FULL else ["json.gbnf", "nested_lists", "dashes", "identifiers"])
 def test_kernel_equals_reference_on_deepseek_sample(name: str, request: pytest.FixtureRequest) -> None:
     case = case_of(name)
     tally = run_matrix(case, deepseek_sample(request, case), stacks_per_state=1 if FULL else 0,
                        real=12 if FULL else 4, max_states=100)
     check_tally(case, tally, "DeepSeek sample")
+
+
+@pytest.mark.parametrize("text, vocab", [
+    # ``vab`` right after ``uzz`` has only letters too, but ``v`` takes digits; `` xab`` after `` wzz``
+    # has letters past its first byte, but ``x`` takes digits
+    (r'''root ::= "u" [a-z]* | "v" [0-9]* | " " "w" [a-z]* | " " "x" [0-9]+''',
+     [b"ua", b"uab", b"uzz", b"vab", b"vz", b"vz1", b" wa", b" wab", b" wzz", b" xab", b" xz1"]),
+    # a state that loops on letters and calls a rule that reads ``ab!``: after a run of letters
+    # from ``abc`` to ``bb``, ``bb!`` is walked from the sets of ``bb``, not from those of ``ab!``
+    (r'''root ::= [a-z]* ("(" | x)
+           x ::= "ab!" | "(" x ")"''', [b"ab!", b"abc", b"b", b"bb", b"bb!", b"bb("]),
+])
+def test_runs_of_looping_tokens_stop_where_their_prefix_does(text: str, vocab: list[bytes]) -> None:
+    """After a token whose rest loops on one state, the kernel decides the tokens that follow it in
+    the trie in one run, while they share its prefix, and walks the next one from its own prefix."""
+    aut = Grammar.from_ebnf(text).automaton
+    case = Case("runs", aut, [], kernel_automaton(aut))
+    trie, tokens = vocab_trie(vocab)
+    ws = make_workspace(max_token_length(trie))
+    tally = Tally()
+    for expand in (True, False):
+        ref = ReferenceWalk(aut, expand)
+        for s in np.flatnonzero(aut.has_bytes).tolist():
+            compare(case, trie, tokens, ws, ref, np.arange(len(tokens), dtype=np.int32), s, (), tally)
+    assert tally.codes[TOKEN_ACCEPTED] and tally.codes[TOKEN_REJECTED] and not tally.overflow
 
 
 def chain_config(walker: Walker, state: int, stack: tuple[int, ...]) -> Config:

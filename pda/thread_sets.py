@@ -1,5 +1,6 @@
 """Thread sets of the token walk (:mod:`pda.token_walk`): the closure of a set of threads, the
-one-thread step that needs none, and the hash-consed local stack nodes the threads' calls push.
+one-thread step that needs none, the hash-consed local stack nodes the threads' calls push, and
+the checks that let a walk copy a set a byte leaves as it was instead of stepping it.
 
 A set holds threads (state, stack node, context flag) at one depth of a token's bytes.  Its
 threads are deduplicated, and so are the local stack nodes: equal stacks are one node, so an
@@ -172,3 +173,47 @@ def single_step(d, t, n, c, expand, st, nd, cx, cnt, esc, lazy, simple, call_ptr
     cnt[d + 1] = 1
     lazy[d + 1] = lz
     return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def same_set(st, nd, cx, d, n):
+    # whether the set of n threads at depth d + 1 is the one at depth d, in any order (sums first:
+    # a step that leaves a set as it was reorders its threads)
+    s0 = 0
+    s1 = 0
+    for k in range(n):
+        s0 += (st[d, k] * 31 + nd[d, k]) * 7 + cx[d, k]
+        s1 += (st[d + 1, k] * 31 + nd[d + 1, k]) * 7 + cx[d + 1, k]
+    if s0 != s1:
+        return False
+    for k in range(n):
+        hit = False
+        for q in range(n):
+            if st[d + 1, k] == st[d, q] and nd[d + 1, k] == nd[d, q] and cx[d + 1, k] == cx[d, q]:
+                hit = True
+                break
+        if not hit:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def same_moves(trans, st, d, n, b, c):
+    # whether every thread of the set at depth d moves alike on byte classes b and c
+    for k in range(n):
+        if trans[st[d, k], b] != trans[st[d, k], c]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def copy_set(st, nd, cx, cnt, esc, lazy, d):
+    # the set at depth d + 1 is the one at depth d
+    n = cnt[d]
+    for k in range(n):
+        st[d + 1, k] = st[d, k]
+        nd[d + 1, k] = nd[d, k]
+        cx[d + 1, k] = cx[d, k]
+    cnt[d + 1] = n
+    esc[d + 1] = esc[d]
+    lazy[d + 1] = 0

@@ -34,6 +34,7 @@ TOKEN_REJECTED = 0  # no path consumes the token
 TOKEN_ACCEPTED = 1  # a path consumes it inside the frame (or on the real stack, at run time)
 TOKEN_UNCERTAIN = 2  # only paths that leave the frame for some possible caller consume it
 TOKEN_OVERFLOW = 3  # the walk outgrew its buffers: decide another way
+SAME_SET_MAX = 64  # the largest thread set a walk checks for a step that left it as it was
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -555,8 +556,10 @@ def _walk_tokens(A, T, cand, start_state, stack, expand, out, ws, found):
                 result = TOKEN_OVERFLOW
                 break
             lazy[d + 1] = 0
-            # a step that left the set as it was (equal sets escape alike: esc is checked all the same)
-            if cnt[d + 1] == cnt[d] and cnt[d] > 1 and esc[d + 1] == esc[d] and same_set(st, nd, cx, d, cnt[d]):
+            # a step that left the set as it was (equal sets escape alike: esc is checked all the same),
+            # in sets of at most SAME_SET_MAX threads: same_set's check is quadratic once the sums agree
+            if cnt[d + 1] == cnt[d] and 1 < cnt[d] <= SAME_SET_MAX and esc[d + 1] == esc[d] \
+                    and same_set(st, nd, cx, d, cnt[d]):
                 if not 0 <= stat_lo <= d <= stat_hi:
                     stat_lo = d
                 stat_hi = d + 1

@@ -28,12 +28,9 @@ The steps, in order:
    automaton grows with the distinct pieces rather than with their uses.  A nullable piece ``p``
    becomes the rule ``p`` minus the empty string, called optionally.  Single-byte runs
    (``[ \t\n]{0,16}``) are left inline: a call per whitespace run costs more than it shares.
-7. **Long counted repeats** (``x{0,1024}``, as ``maxLength: 1024`` gives) would unroll into a
-   chain of that many copies of ``x`` in a DFA.  When the copies would pass
-   :data:`REPEAT_SPLIT_SIZE` automaton nodes, a repeat of a regular ``x`` is written over blocks of
-   ``K ≈ √n`` items that are rules of their own (``B = x{K}``): ``x{0,n}`` becomes
-   ``B{0,q-1} x{0,K-1} | B{q} x{0,r}`` for ``n = qK + r``, with both tails rules too.  That is
-   O(√n) states instead of O(n), and blocks are shared by every repeat of the same ``x``.
+7. **Long counted repeats** (``x{0,1024}``, as ``maxLength: 1024`` gives, or an array of at most
+   64 items that hold bounded strings) would unroll into that many copies of ``x`` in a DFA; past
+   a size they become calls of rules of their own (:mod:`pda.counted_repeats`).
 
 The result is a :class:`NormalGrammar`: rule bodies in which every :class:`~pda.ir.Ref` names a
 kept rule, the root first.  Its root may derive the empty string; no other rule does.
@@ -48,10 +45,11 @@ from .errors import EmptyLanguageError, UndefinedRuleError
 from .limits import check_deadline
 from .ir import (
     EPSILON, NOTHING, Alt, ByteClass, CharClass, Expr, GrammarIR, Ref, Repeat, Seq, alt, calls_any, derives,
-    distinct_nodes, has_nullable_repeat, has_scalar, has_scalar_free_class, literal_bytes, longest_repeat, node_count, nonempty,
+    distinct_nodes, has_nullable_repeat, has_scalar, has_scalar_free_class, node_count, nonempty,
     nullable, opt, ref_counts, ref_names, repeat, seq, star,
 )
 from .graphs import strongly_connected
+from .counted_repeats import REPEAT_PREFIX, split_long_repeats
 from .share import SHARED_PREFIX, share_repeated
 
 __all__ = ["NormalGrammar", "normalize", "ROOT", "SHARED_PREFIX", "REPEAT_PREFIX"]
@@ -59,9 +57,6 @@ __all__ = ["NormalGrammar", "normalize", "ROOT", "SHARED_PREFIX", "REPEAT_PREFIX
 ROOT = "$root"
 # Inline a non-recursive rule into its callers when it is called once, or when its body is small.
 _INLINE_MAX_NODES = 200
-REPEAT_PREFIX = "$rep"  # names of the block rules of long counted repeats: $rep0, $rep1, ...
-# A counted repeat whose unrolled copies would have more IR nodes than this is split into blocks.
-REPEAT_SPLIT_SIZE = 16384
 
 
 @dataclass
@@ -91,7 +86,7 @@ def normalize(ir: GrammarIR, *, keep_calls: frozenset[tuple[str, str]] = frozens
     check_deadline()
     rules = share_repeated(rules)
     check_deadline()
-    rules = _split_long_repeats(rules)
+    rules = split_long_repeats(rules)
     return NormalGrammar(rules, ir, inlined, keep_calls)
 
 
@@ -228,7 +223,7 @@ def _rebuild(e: Expr, leaf, memo: dict[int, Expr], calls: set[str] | None = None
             got = e if inner is e.expr else repeat(inner, e.min, e.max)
         else:
             got = leaf(e)
-        memo[id(e)] = got
+        memo[e] = got
     return got
 
 
@@ -450,75 +445,3 @@ def _parts(name: str, rules: dict[str, Expr], inline: set[str], keep: dict[str, 
         body = rules[name]
     callees = [r for r in ref_names(body) if r in inline and r not in keep.get(name, ())]
     return tuple((name, r) for r in sorted(callees, key=lambda r: (-weight[r], r)))
-
-
-# ----------------------------------------------------------------------------- 7. long counted repeats
-
-
-def _split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
-    blocks: dict[tuple[Expr, int, int], str] = {}  # (x, lo, hi) -> name of the rule x{lo,hi}
-    out = dict(rules)
-
-    def block(x: Expr, lo: int, hi: int) -> Expr:
-        key = (x, lo, hi)
-        name = blocks.get(key)
-        if name is None:
-            name = blocks[key] = f"{REPEAT_PREFIX}{len(blocks)}"
-            out[name] = repeat(x, lo, hi)  # lo >= 1: a rule never derives the empty string
-        return Ref(name)
-
-    def exact(x: Expr, n: int, size: int) -> Expr:
-        if n * size <= REPEAT_SPLIT_SIZE:
-            return repeat(x, n, n)
-        k = _block_size(n)
-        q, r = divmod(n, k)
-        return seq(repeat(block(x, k, k), q, q), repeat(x, r, r))
-
-    def upto(x: Expr, n: int, size: int) -> Expr:
-        k = _block_size(n)
-        if n * size <= REPEAT_SPLIT_SIZE or n <= k:
-            return repeat(x, 0, n)
-        q, r = divmod(n, k)
-        b = block(x, k, k)
-        full = seq(repeat(b, q, q), opt(block(x, 1, r)) if r else EPSILON)
-        return alt(seq(repeat(b, 0, q - 1), opt(block(x, 1, k - 1))), full)
-
-    null_memo: dict[int, bool] = {}
-    done: dict[int, Expr] = {}  # by identity: every tree visited stays alive in ``rules`` or here
-
-    def visit(e: Expr) -> Expr:
-        if longest_repeat(e) * (node_count(e) + literal_bytes(e)) <= REPEAT_SPLIT_SIZE:
-            return e  # no repeat below is long enough to split (see _visit)
-        got = done.get(id(e))
-        if got is None:
-            got = done[id(e)] = _visit(e)
-        return got
-
-    def _visit(e: Expr) -> Expr:
-        if isinstance(e, (Seq, Alt)):
-            items = [visit(i) for i in e.items]
-            if all(a is b for a, b in zip(items, e.items)):
-                return e  # unchanged (see _rebuild)
-            return seq(*items) if isinstance(e, Seq) else alt(*items)
-        if isinstance(e, Repeat):
-            x = visit(e.expr)
-            longest = e.max if e.max is not None else e.min
-            # its nodes and literal bytes; a body that calls a rule is never split
-            size = -1 if ref_counts(x) else node_count(x) + literal_bytes(x)
-            if longest * size <= REPEAT_SPLIT_SIZE or size < 0 or nullable(x, set(), null_memo):
-                return e if x is e.expr else repeat(x, e.min, e.max)
-            rest = star(x) if e.max is None else upto(x, e.max - e.min, size)
-            return seq(exact(x, e.min, size), rest)
-        return e
-
-    for name in rules:
-        out[name] = visit(rules[name])
-    visit = _visit = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
-    return out
-
-
-def _block_size(n: int) -> int:
-    k = 1
-    while k * k < n:
-        k += 1
-    return max(k, 2)

@@ -15,7 +15,7 @@ uncertain tokens as sorted-trie indices, checked at run time against the real st
 **Escaping rules.**  Context expansion is exact but ties a state's classes to the places its rule
 is called from.  A rule that normalisation made out of a repeated piece
 (:data:`pda.share.SHARED_PREFIX`), a block of a long counted repeat
-(:data:`pda.normalize.REPEAT_PREFIX`), or any rule called from more than
+(:data:`pda.counted_repeats.REPEAT_PREFIX`), or any rule called from more than
 :data:`ESCAPE_RETURN_SITES` places, is walked without it: a token that can leave such a rule's
 frame is *uncertain* (``rule_escape``), whatever follows, and the matcher decides it against the
 real stack.
@@ -88,7 +88,7 @@ from .lookahead import (
 from .kernel_entry import forget_entry_points
 from .token_walk import TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, walk_listing, walk_tokens
 from .walk_workspace import Workspace, listing_buffers, thread_workspace
-from .normalize import REPEAT_PREFIX
+from .counted_repeats import REPEAT_PREFIX
 from .plain_runs import (
     consumes_more, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
 )

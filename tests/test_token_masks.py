@@ -217,12 +217,31 @@ def test_mask_equals_brute_force_on_invalid_samples_up_to_the_error(name: str, h
             assert not grammar.accepts(text) and not m.is_completed(), f"{path.name} is invalid"
 
 
+def test_mask_equals_brute_force_across_item_rules(vocab: Vocab, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A counted repeat of large items calls a rule per item (and its other copies call it too):
+    tokens that cross an item's end depend on the caller, and the masks must be exact there."""
+    from pda import counted_repeats
+
+    monkeypatch.setattr(counted_repeats, "REPEAT_SPLIT_SIZE", 24)
+    monkeypatch.setattr(counted_repeats, "REPEAT_ITEM_RULE_SIZE", 6)
+    grammar = Grammar.from_ebnf('root ::= "[" item ("," item){0,5} "]"\nitem ::= "(" [a-z ]{1,9} ")" | [0-9]{1,4}')
+    assert any(n.startswith("$rep") for n in grammar.normal.rules)
+    cg = vocab.compiler.compile_grammar(grammar)
+    rng = random.Random("item-rules")
+    words = ["the", "cat", "a", "on", "mat", " ", "ab"]
+    for _ in range(8):
+        items = [f"({''.join(rng.choice(words) for _ in range(4))[:rng.randint(1, 9)]})" if rng.random() < 0.6
+                 else "7" * rng.randint(1, 4) for _ in range(rng.randint(1, 6))]
+        data = ("[" + ",".join(items) + "]").encode()
+        _brute_force_along(vocab, cg, grammar, data, rng)
+
+
 def test_mask_equals_brute_force_across_split_repeat_blocks(vocab: Vocab, monkeypatch: pytest.MonkeyPatch) -> None:
     """Long counted repeats become block rules (calls); tokens that cross a block's end depend on
     the caller, and the masks must still be exact there."""
-    from pda import normalize
+    from pda import counted_repeats
 
-    monkeypatch.setattr(normalize, "REPEAT_SPLIT_SIZE", 6)
+    monkeypatch.setattr(counted_repeats, "REPEAT_SPLIT_SIZE", 6)
     grammar = Grammar.from_ebnf('root ::= "[" [a-z ]{2,40} "]" ("," [0-9]{0,30})?')
     assert sum(n.startswith("$rep") for n in grammar.normal.rules) >= 3
     cg = vocab.compiler.compile_grammar(grammar)
@@ -231,15 +250,21 @@ def test_mask_equals_brute_force_across_split_repeat_blocks(vocab: Vocab, monkey
     for _ in range(6):
         body = "".join(rng.choice(words) for _ in range(rng.randint(1, 16)))[:rng.randint(2, 40)].ljust(2)
         data = f"[{body}]".encode() + (b"," + b"7" * rng.randint(0, 30) if rng.random() < 0.7 else b"")
-        m, bm = GrammarMatcher(cg), grammar.matcher()
-        text = b""
-        for i, t in enumerate(vocab.encode(data, rng)):
-            brute_force_step(m, vocab.info, bm, text, f"{data!r} step {i}")
-            assert m.accept_token(t)
-            text += vocab.info.token_bytes[t]
-            assert bm.feed(vocab.info.token_bytes[t])
-        brute_force_step(m, vocab.info, bm, text, f"{data!r} end")
-        assert m.is_completed()
+        assert _brute_force_along(vocab, cg, grammar, data, rng).is_completed()
+
+
+def _brute_force_along(vocab: Vocab, cg, grammar: Grammar, data: bytes, rng: random.Random) -> GrammarMatcher:  # type: ignore[no-untyped-def]
+    """Step a matcher along ``data`` (tokenized at random), its mask checked by brute force at every
+    step and at the end; returns the matcher."""
+    m, bm = GrammarMatcher(cg), grammar.matcher()
+    text = b""
+    for i, t in enumerate(vocab.encode(data, rng)):
+        brute_force_step(m, vocab.info, bm, text, f"{data!r} step {i}")
+        assert m.accept_token(t)
+        text += vocab.info.token_bytes[t]
+        assert bm.feed(vocab.info.token_bytes[t])
+    brute_force_step(m, vocab.info, bm, text, f"{data!r} end")
+    return m
 
 
 def test_hand_made_vocab_is_what_the_test_expects(hand_info: TokenizerInfo) -> None:

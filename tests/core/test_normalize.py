@@ -8,15 +8,15 @@ import re
 
 import pytest
 
-from pda import normalize as norm
-from pda.ir import alt, chars, lit, repeat, seq
+from pda import counted_repeats
+from pda.ir import alt, chars, lit, ref_counts, repeat, seq
 
 from .util import G
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_long_counted_repeats_split_into_blocks_keep_the_language(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(norm, "REPEAT_SPLIT_SIZE", 3)  # split even short repeats
+    monkeypatch.setattr(counted_repeats, "REPEAT_SPLIT_SIZE", 3)  # split even short repeats
     rng = random.Random(seed)
     for _ in range(12):
         lo = rng.randint(0, 9)
@@ -34,7 +34,7 @@ def test_long_counted_repeats_split_into_blocks_keep_the_language(seed: int, mon
 
 
 def test_split_repeat_prefixes_are_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(norm, "REPEAT_SPLIT_SIZE", 2)
+    monkeypatch.setattr(counted_repeats, "REPEAT_SPLIT_SIZE", 2)
     g = G({"root": seq(repeat(chars([(97, 98)]), 2, 11), lit("."))})
     assert len(g.normal.rules) > 1
     for n in range(0, 14):
@@ -50,3 +50,46 @@ def test_max_length_strings_stay_small() -> None:
     g = Grammar.from_json_schema({"type": "string", "maxLength": 4096})
     assert g.automaton.num_states < 5000
     assert g.accepts('"' + "é" * 4096 + '"') and not g.accepts('"' + "x" * 4097 + '"')
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_repeats_of_large_items_call_item_rules_and_keep_the_language(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeat whose items hold counted repeats of their own (an array of bounded strings) calls a
+    rule per item; the other copies of the item (the array's first) call it too."""
+    monkeypatch.setattr(counted_repeats, "REPEAT_SPLIT_SIZE", 8)
+    rng = random.Random(seed)
+    for k in range(8):
+        inner, outer = rng.randint(2, 6), rng.randint(3, 8)
+        word = repeat(chars([(97, 98)]), 1, inner)
+        item = seq(lit("("), word, lit(")"))
+        # a large part of the item (the word) is called, from both copies; or, when no part is
+        # large (the item only is), the repeat's whole body
+        monkeypatch.setattr(counted_repeats, "REPEAT_ITEM_RULE_SIZE", 3 if k % 2 else 8)
+        g = G({"root": seq(lit("["), item, repeat(seq(lit(","), item), 0, outer - 1), lit("]"))})
+        calls = [n for body in g.normal.rules.values() for n, c in ref_counts(body).items() for _ in range(c)]
+        rule = [n for n, body in g.normal.rules.items() if body == (word if k % 2 else seq(lit(","), item))]
+        assert rule and calls.count(rule[0]) >= (2 if k % 2 else 1), (inner, outer, g.normal.rules)
+        rx = re.compile(rf"\[\([ab]{{1,{inner}}}\)(?:,\([ab]{{1,{inner}}}\)){{0,{outer - 1}}}\]")
+        for n in range(1, outer + 2):
+            for m in (1, inner, inner + 1):
+                for _ in range(3):
+                    words = ["".join(rng.choice("ab") for _ in range(rng.randint(1, m))) for _ in range(n)]
+                    words[rng.randrange(n)] = "a" * m
+                    text = "[" + ",".join(f"({w})" for w in words) + "]"
+                    assert g.accepts(text) == bool(rx.fullmatch(text)), (inner, outer, text)
+                    assert g.is_prefix(text[:-1]) == bool(rx.fullmatch(text)), (inner, outer, text)
+
+
+def test_arrays_of_bounded_strings_stay_small() -> None:
+    """64 items of at most 256 characters were 64 copies of a 256-character automaton (past
+    ``max_states``); each item is now a call of one."""
+    from pda import Grammar
+
+    item = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 256}}, "required": ["a"],
+            "additionalProperties": False}
+    g = Grammar.from_json_schema({"type": "array", "items": item, "maxItems": 64})
+    assert g.automaton.num_states < 30000
+    doc = '[' + ",".join('{"a":"' + "é" * 256 + '"}' for _ in range(64)) + ']'
+    assert g.accepts(doc)
+    assert not g.accepts(doc[:-1] + ',{"a":""}]')
+    assert not g.accepts(doc.replace("é" * 256, "é" * 257, 1))

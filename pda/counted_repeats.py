@@ -1,0 +1,179 @@
+"""Long counted repeats as calls: normalisation's last step (:mod:`pda.normalize`, step 7).
+
+A counted repeat ``x{lo,hi}`` is ``hi`` copies of ``x`` in a DFA: ``maxLength: 1024`` is 1,024
+copies of a JSON string character, ``maxItems: 64`` 64 copies of an array item.  A repeat's size
+is that of its copies written out, a repeat inside ``x`` counting as its own copies
+(:func:`unrolled_size`): an array of at most 64 strings of at most 256 characters is 64 x 256
+characters, not 64 x one string.  When the copies would pass :data:`REPEAT_SPLIT_SIZE` nodes:
+
+* a **large item** (``x`` of :data:`REPEAT_ITEM_RULE_SIZE` nodes or more: an array item that holds
+  a counted string) is called once per item instead of written out: ``x{0,n}`` becomes
+  ``X{0,n}`` with the rule ``X = x``, n call states and one copy of ``x`` instead of n copies.
+  When ``x`` is a sequence (``"," ws item``), its large members become rules and the separators
+  stay inline; every other place that writes the same member (the array's first item, outside the
+  repeat) calls the same rule.  Before this, six of 2,994 JSONSchemaBench schemas passed
+  ``max_states`` on such arrays;
+* a **small item** (a string's character) is written over blocks of ``K ≈ √n`` items that are
+  rules of their own (``B = x{K}``): ``x{0,n}`` becomes ``B{0,q-1} x{0,K-1} | B{q} x{0,r}`` for
+  ``n = qK + r``, with both tails rules too.  That is O(√n) states instead of O(n) without a call
+  per character, and blocks are shared by every repeat of the same ``x``.
+
+Both are rules named ``$rep0``, ``$rep1``, ... (:data:`REPEAT_PREFIX`).  Their token classes are
+walked without the context of their callers (:mod:`pda.precompute`, escaping rules), so one rule
+is classified once for all of its call sites.  The language never changes: a rule called where
+its body was written derives the same strings.
+"""
+
+from __future__ import annotations
+
+from .ir import EPSILON, Alt, Bytes, Expr, Ref, Repeat, Seq, alt, literal_bytes, longest_repeat, node_count, nullable, opt, \
+    ref_names, repeat, seq, star
+
+__all__ = ["split_long_repeats", "unrolled_size", "REPEAT_PREFIX", "REPEAT_SPLIT_SIZE", "REPEAT_ITEM_RULE_SIZE"]
+
+REPEAT_PREFIX = "$rep"  # names of the item and block rules of long counted repeats: $rep0, $rep1, ...
+# A counted repeat whose copies written out would have more IR nodes than this is split ...
+REPEAT_SPLIT_SIZE = 16384
+# ... into a call of a rule per item when one item, written out, has at least this many nodes.
+REPEAT_ITEM_RULE_SIZE = 256
+
+
+def split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
+    """``rules`` with their long counted repeats as calls of item and block rules (see the module
+    docstring); the new rules are added after the others."""
+    blocks: dict[tuple[Expr, int, int], str] = {}  # (x, lo, hi) -> name of the rule x{lo,hi}
+    out = dict(rules)
+
+    def block(x: Expr, lo: int, hi: int) -> Expr:
+        key = (x, lo, hi)
+        name = blocks.get(key)
+        if name is None:
+            name = blocks[key] = f"{REPEAT_PREFIX}{len(blocks)}"
+            out[name] = repeat(x, lo, hi)  # lo >= 1: a rule never derives the empty string
+        return Ref(name)
+
+    def exact(x: Expr, n: int, size: int) -> Expr:
+        if n * size <= REPEAT_SPLIT_SIZE:
+            return repeat(x, n, n)
+        k = _block_size(n)
+        q, r = divmod(n, k)
+        return seq(repeat(block(x, k, k), q, q), repeat(x, r, r))
+
+    def upto(x: Expr, n: int, size: int) -> Expr:
+        k = _block_size(n)
+        if n * size <= REPEAT_SPLIT_SIZE or n <= k:
+            return repeat(x, 0, n)
+        q, r = divmod(n, k)
+        b = block(x, k, k)
+        full = seq(repeat(b, q, q), opt(block(x, 1, r)) if r else EPSILON)
+        return alt(seq(repeat(b, 0, q - 1), opt(block(x, 1, k - 1))), full)
+
+    items: dict[Expr, Ref] = {}  # body -> the call of its item rule
+    item_names: set[str] = set()
+
+    def item_calls(x: Expr) -> Expr:
+        """``x`` (a repeat's body) with its large parts as calls of item rules: the items of a
+        sequence that are large (separators stay inline), else ``x`` whole."""
+        parts = x.items if isinstance(x, Seq) else (x,)
+        big = {p for p in parts if isinstance(p, (Seq, Alt, Repeat)) and not nullable(p, set(), null_memo)
+               and unrolled_size(p, unrolled_memo) >= REPEAT_ITEM_RULE_SIZE} or {x}
+        if x in big:
+            parts = (x,)
+        for p in big:
+            if p not in items:
+                items[p] = block(p, 1, 1)
+                item_names.add(items[p].name)
+        return seq(*(items[p] if p in big else p for p in parts))
+
+    null_memo: dict[int, bool] = {}
+    unrolled_memo: dict[Expr, int] = {}
+    done: dict[int, Expr] = {}  # by identity: every tree visited stays alive in ``rules`` or here
+
+    def visit(e: Expr) -> Expr:
+        longest = longest_repeat(e)
+        if not longest or longest * (node_count(e) + literal_bytes(e)) <= REPEAT_SPLIT_SIZE \
+                and unrolled_size(e, unrolled_memo) <= REPEAT_SPLIT_SIZE:
+            return e  # no repeat below is long enough to split (see _visit)
+        got = done.get(id(e))
+        if got is None:
+            got = done[id(e)] = _visit(e)
+        return got
+
+    def _visit(e: Expr) -> Expr:
+        if isinstance(e, (Seq, Alt)):
+            items = [visit(i) for i in e.items]
+            if all(a is b for a, b in zip(items, e.items)):
+                return e  # unchanged (see _rebuild)
+            return seq(*items) if isinstance(e, Seq) else alt(*items)
+        if isinstance(e, Repeat):
+            x = visit(e.expr)
+            longest = e.max if e.max is not None else e.min + 1
+            size = unrolled_size(x, unrolled_memo)
+            if longest * size <= REPEAT_SPLIT_SIZE or longest < 2 or nullable(x, set(), null_memo):
+                return e if x is e.expr else repeat(x, e.min, e.max)
+            if size >= REPEAT_ITEM_RULE_SIZE:
+                x = item_calls(x)
+                size = unrolled_size(x, unrolled_memo)
+                if longest * size <= REPEAT_SPLIT_SIZE:
+                    return repeat(x, e.min, e.max)
+            if not ref_names(x) <= item_names:
+                return e if x is e.expr else repeat(x, e.min, e.max)  # a body that calls a grammar rule is never split
+            rest = star(x) if e.max is None else upto(x, e.max - e.min, size)
+            return seq(exact(x, e.min, size), rest)
+        return e
+
+    for name in rules:
+        out[name] = visit(rules[name])
+    visit = _visit = None  # type: ignore[assignment]  # recursive closures are cycles: break them, so what they hold is freed now
+    if items:  # the other copies of an item, as the first item of an array is, call its rule too
+        out = {name: _calls_of(body, items, top=name in item_names) for name, body in out.items()}
+    return out
+
+
+def _calls_of(e: Expr, items: dict[Expr, Ref], *, top: bool = False,
+              memo: dict[int, Expr] | None = None) -> Expr:
+    """``e`` with each subtree equal to a key of ``items`` replaced by its call (``e`` itself kept
+    when ``top``: the body of that rule); ``memo`` by node identity, the trees alive meanwhile."""
+    if not top and e in items:
+        return items[e]
+    if not isinstance(e, (Seq, Alt, Repeat)):
+        return e
+    if memo is None:
+        memo = {}
+    got = memo.get(id(e))
+    if got is None:
+        if isinstance(e, Repeat):
+            x = _calls_of(e.expr, items, memo=memo)
+            got = e if x is e.expr else repeat(x, e.min, e.max)
+        else:
+            kids = [_calls_of(i, items, memo=memo) for i in e.items]
+            got = e if all(a is b for a, b in zip(kids, e.items)) else (seq if isinstance(e, Seq) else alt)(*kids)
+        memo[id(e)] = got
+    return got
+
+
+def unrolled_size(e: Expr, memo: dict[Expr, int]) -> int:
+    """The IR nodes and literal bytes of ``e`` with every counted repeat in it written out as its
+    copies (``x{lo,hi}``: ``hi`` copies of ``x``; ``x{lo,}``: ``lo + 1``), as :func:`node_count` plus
+    :func:`literal_bytes` count a tree without repeats; ``memo`` by node (equal nodes, equal sizes)."""
+    if isinstance(e, Bytes):
+        return 1 + len(e.data)
+    if not isinstance(e, (Seq, Alt, Repeat)):
+        return 1
+    if not longest_repeat(e):
+        return node_count(e) + literal_bytes(e)
+    got = memo.get(e)
+    if got is None:
+        if isinstance(e, Repeat):
+            got = 1 + (e.max if e.max is not None else e.min + 1) * unrolled_size(e.expr, memo)
+        else:
+            got = 1 + sum(unrolled_size(i, memo) for i in e.items)
+        memo[e] = got
+    return got
+
+
+def _block_size(n: int) -> int:
+    k = 1
+    while k * k < n:
+        k += 1
+    return max(k, 2)

@@ -155,21 +155,39 @@ def _calls_of(e: Expr, items: dict[Expr, Ref], *, top: bool = False,
 def unrolled_size(e: Expr, memo: dict[Expr, int]) -> int:
     """The IR nodes and literal bytes of ``e`` with every counted repeat in it written out as its
     copies (``x{lo,hi}``: ``hi`` copies of ``x``; ``x{lo,}``: ``lo + 1``), as :func:`node_count` plus
-    :func:`literal_bytes` count a tree without repeats; ``memo`` by node (equal nodes, equal sizes)."""
+    :func:`literal_bytes` count a tree without repeats; ``memo`` by node (equal nodes, equal sizes).
+    Iterative: a grammar may nest deeper than Python recurses, with a repeat at the bottom."""
+    got = _known_size(e, memo)
+    if got is not None:
+        return got
+    todo: list[tuple[Expr, bool]] = [(e, False)]
+    while todo:
+        node, ready = todo.pop()
+        kids = (node.expr,) if isinstance(node, Repeat) else node.items  # type: ignore[attr-defined]
+        if not ready:
+            todo.append((node, True))
+            todo.extend((k, False) for k in kids if _known_size(k, memo) is None)
+            continue
+        if node in memo:
+            continue  # reached twice (a shared subtree) before its first visit finished
+        sizes = [_known_size(k, memo) for k in kids]
+        if isinstance(node, Repeat):
+            memo[node] = 1 + (node.max if node.max is not None else node.min + 1) * sizes[0]  # type: ignore[operator]
+        else:
+            memo[node] = 1 + sum(sizes)  # type: ignore[arg-type]
+    return memo[e]
+
+
+def _known_size(e: Expr, memo: dict[Expr, int]) -> int | None:
+    """:func:`unrolled_size` of ``e`` where it needs no walk (a leaf, a tree without repeats, or
+    one in ``memo``), else None."""
     if isinstance(e, Bytes):
         return 1 + len(e.data)
     if not isinstance(e, (Seq, Alt, Repeat)):
         return 1
     if not longest_repeat(e):
         return node_count(e) + literal_bytes(e)
-    got = memo.get(e)
-    if got is None:
-        if isinstance(e, Repeat):
-            got = 1 + (e.max if e.max is not None else e.min + 1) * unrolled_size(e.expr, memo)
-        else:
-            got = 1 + sum(unrolled_size(i, memo) for i in e.items)
-        memo[e] = got
-    return got
+    return memo.get(e)
 
 
 def _block_size(n: int) -> int:

@@ -93,3 +93,14 @@ def test_arrays_of_bounded_strings_stay_small() -> None:
     assert g.accepts(doc)
     assert not g.accepts(doc[:-1] + ',{"a":""}]')
     assert not g.accepts(doc.replace("é" * 256, "é" * 257, 1))
+
+
+def test_deep_nesting_with_a_short_repeat_at_the_bottom_compiles() -> None:
+    """Weighing repeats walks the tree without recursion: 700 levels, deeper than Python recurses
+    (two nodes a level), with ``[ab]{0,3}`` at the bottom, leave nothing to split and compile."""
+    deep = repeat(chars([(97, 98)]), 0, 3)
+    for _ in range(700):
+        deep = alt(lit(""), seq(chars([(97, 98)]), deep))
+    g = G({"root": deep})
+    assert g.accepts("ab" * 350 + "aaa") and not g.accepts("a" * 704)
+    assert counted_repeats.unrolled_size(deep, {}) == 700 * 4 + 4  # a level: Alt, "", Seq, [ab]

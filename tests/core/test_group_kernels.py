@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pda.group_kernels import bits_to_ids, finish_group, listing_classes, split_group
+from pda.group_kernels import (
+    LONGER_REJECTED, LONGER_UNCERTAIN, LONGER_WALKED, bits_to_ids, finish_group, listing_classes, split_group,
+)
 from pda.token_walk import TOKEN_ACCEPTED, TOKEN_OVERFLOW, TOKEN_REJECTED, TOKEN_UNCERTAIN
 
 WORDS = 40  # ids below 1280
@@ -29,22 +31,23 @@ def test_split_matches_reference(seed: int) -> None:
     n = int(rng.integers(0, 300))
     chars = rng.integers(-1, 12, n).astype(np.int16)  # -1: not made of plain characters
     run = int(rng.integers(0, 12))
-    beyond = bool(rng.integers(0, 2))
+    longer = (LONGER_WALKED, LONGER_UNCERTAIN, LONGER_REJECTED)[seed // 3 % 3 if seed < 9 else int(rng.integers(0, 3))]
     pre = rng.random(n) < 0.2 if seed % 3 == 0 else np.zeros(0, np.bool_)
     order = rng.permutation(WORDS * 32)[:n].astype(np.int32)
     cand = np.arange(n, dtype=np.int32)
     has_pre = pre.shape[0] == n
     acc = (pre if has_pre else np.zeros(n, np.bool_)) | ((chars >= 0) & (chars <= run))
-    unc = ~acc & beyond & (chars > run)
+    unc = ~acc & (longer == LONGER_UNCERTAIN) & (chars > run)
+    rej = ~acc & (longer == LONGER_REJECTED) & (chars > run)
     for f in (split_group, split_group.py_func):
-        walk, row, accepted, split_unc = f(chars, run, beyond, pre, cand, order, WORDS)
-        if (run <= 0 and not has_pre) or (acc.sum() + unc.sum()) * 2 < n:  # no split: walk them all
+        walk, row, accepted, split_unc = f(chars, run, longer, pre, cand, order, WORDS)
+        if (run <= 0 and not has_pre) or (acc.sum() + unc.sum() + rej.sum()) * 2 < n:  # no split: walk them all
             assert walk.tolist() == cand.tolist() and accepted == 0 and not row.any() and split_unc.size == 0
             continue
         assert accepted == acc.sum()
         assert _ids(row).tolist() == np.sort(order[acc]).tolist()
         assert split_unc.tolist() == np.flatnonzero(unc).tolist()
-        assert walk.tolist() == np.flatnonzero(~acc & ~unc).tolist()
+        assert walk.tolist() == np.flatnonzero(~acc & ~unc & ~rej).tolist()  # the rejected ones are in none
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 63, 64, 65, 127, 128, 129, 1000])

@@ -14,9 +14,10 @@ import pytest
 from pda import GrammarCompiler, GrammarMatcher, TokenizerInfo, precompute
 from pda.grammar import Grammar
 from pda.plain_runs import (
-    RUN_CAP, plain_char_counts, plain_prefix_counts, plain_runs, plain_shapes, plain_to_end, stack_most, stack_run,
+    BEYOND_LEAVES, BEYOND_MAYBE, BEYOND_NOWHERE, RUN_CAP, beyond_run, plain_char_counts, plain_prefix_counts, plain_runs,
+    plain_shapes, plain_to_end, stack_most, stack_run,
 )
-from pda.token_walk import TOKEN_ACCEPTED
+from pda.token_walk import TOKEN_ACCEPTED, TOKEN_REJECTED
 from pda.walk_reference import walk_tokens_reference
 
 GRAMMARS = Path(__file__).resolve().parents[2] / "grammars"
@@ -108,6 +109,34 @@ def test_runs_are_tight_on_counted_strings() -> None:
     assert _runs(long)[_after(long, '"' + "x" * 2990)].max() == 10
     free = Grammar.from_json_schema({"type": "string"})
     assert _runs(free)[_after(free, '"')].tolist() == [RUN_CAP]
+
+
+def _beyond(g: Grammar, s: int) -> int:
+    a = g.automaton
+    is_end = a.is_end if a.is_end.dtype == np.bool_ else a.is_end.astype(np.bool_)
+    return int(beyond_run(a.trans, a.call_ptr, *plain_shapes(a.byte_class), is_end, s, int(_runs(g)[s])))
+
+
+def test_beyond_the_run() -> None:
+    """Inside a counted string no plain sequence longer than the run is consumed and none reaches
+    an end (a longer plain token is rejected: the reference walk agrees); a loop may go on; in a
+    rule that a string of plain characters ends, the longer token may leave the frame."""
+    short = Grammar.from_json_schema(SCHEMAS[0])
+    for text in ('"', '"ab', '"abcd'):
+        (s,) = _after(short, text)
+        assert _beyond(short, s) == BEYOND_NOWHERE, text
+        longer = [("x" * (int(_runs(short)[s]) + 1)).encode(), ("é" * 6).encode()]
+        assert walk_tokens_reference(short.automaton, longer, s, [], True) == [TOKEN_REJECTED] * 2
+    free = Grammar.from_json_schema({"type": "string", "maxLength": 200})
+    assert {_beyond(free, s) for s in _after(free, '"' + "a" * 150)} == {BEYOND_NOWHERE}
+    loop = Grammar.from_json_schema({"type": "string", "pattern": "^a.*$", "maxLength": 200})
+    assert {_beyond(loop, s) for s in _after(loop, '"a')} == {BEYOND_NOWHERE}
+    nested = Grammar.from_ebnf('root ::= "<" inner ">"\ninner ::= [^"\\\\\\x00-\\x1f]{3} | "(" inner ")"\n')
+    assert {_beyond(nested, s) for s in _after(nested, "<a")} == {BEYOND_LEAVES}  # 2 more end the rule: what follows decides
+    assert {_beyond(nested, s) for s in _after(nested, "<")} == {BEYOND_MAYBE}  # a call on the way: cannot tell
+    unbounded = Grammar.from_ebnf('root ::= [a-z]{2} [^"\\\\\\x00-\\x1f]* "!"\n')
+    (s,) = _after(unbounded, "ab")
+    assert _beyond(unbounded, s) == BEYOND_MAYBE
 
 
 # a recursive rule (called with context expansion, not escaping) whose chain of any 3 plain

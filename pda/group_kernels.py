@@ -5,10 +5,12 @@
 of them before the walk (otherwise one listing walk does it all):
 
 1. :func:`split_group` sorts the group's tokens before any walk (:mod:`pda.plain_runs`): a token of
-   at most ``run`` plain characters (or one the caller already knows is accepted) is *accepted* and
+   at most ``run`` plain characters, or of fewer and the first bytes of one more (or one the
+   caller already knows is accepted) is *accepted* and
    its bit is set in a bitmask row of token ids; a longer plain token is *uncertain* or *rejected*
-   as ``longer`` says (:data:`LONGER_UNCERTAIN`, :data:`LONGER_REJECTED`), or walked; the rest are
-   the tokens to walk.
+   as ``longer`` says (:data:`LONGER_UNCERTAIN`, :data:`LONGER_REJECTED`), or walked; a token
+   whose plain characters stop on a byte the state cannot read after them is *rejected*
+   (:mod:`pda.plain_stops`); the rest are the tokens to walk.
 2. :func:`pda.token_walk.walk_tokens` walks those.
 3. :func:`finish_group` adds the walk's ACCEPTED tokens to the row and merges its UNCERTAIN (and
    OVERFLOW) tokens with the split's, mapped to the whole trie's indices.
@@ -45,10 +47,14 @@ _SORT_IDS = 64
 
 
 @njit(cache=True, nogil=True)
-def split_group(chars, run, longer, pre, cand, order, words):  # pragma: no cover - numba
+def split_group(chars, prefixes, stops, reads, run, longer, pre, cand, order, words):  # pragma: no cover - numba
     """Sort the tokens ``0..n-1`` of a group before its walk.
 
-    ``chars`` are their :func:`pda.plain_runs.plain_char_counts`, ``pre`` (``n`` entries, or none)
+    ``chars`` are their :func:`pda.plain_runs.plain_char_counts` and ``prefixes`` their
+    :func:`pda.plain_runs.plain_prefix_counts` (a token of at most ``run`` is accepted: one that
+    ends inside a character is a prefix of a sequence the run consumes); a token whose
+    :func:`pda.plain_stops.stop_bytes` (``stops``) is not in the 256-bit set ``reads``
+    (:func:`pda.plain_stops.stop_reads` of the state) is *rejected*.  ``pre`` (``n`` entries, or none)
     marks tokens known to be accepted, ``cand`` is ``0..n-1`` and ``order`` the group trie's token
     ids; ``longer`` says what a plain token of more than ``run`` characters is.  Returns
     ``(walk, row, accepted, uncertain)``: the tokens to walk (ascending), an int32
@@ -66,7 +72,7 @@ def split_group(chars, run, longer, pre, cand, order, words):  # pragma: no cove
     na = nu = nw = nr = 0
     for i in range(n):
         c = chars[i]
-        if (has_pre and pre[i]) or (c >= 0 and c <= run):
+        if (has_pre and pre[i]) or (0 <= prefixes[i] <= run):
             t = order[i]
             row[t >> 5] |= WORD_BITS[t & 31]
             na += 1
@@ -74,6 +80,8 @@ def split_group(chars, run, longer, pre, cand, order, words):  # pragma: no cove
             unc[nu] = i
             nu += 1
         elif longer == LONGER_REJECTED and c > run:
+            nr += 1
+        elif stops[i] >= 0 and (reads[stops[i] >> 6] & (np.uint64(1) << np.uint64(stops[i] & 63))) == 0:
             nr += 1
         else:
             walk[nw] = i

@@ -68,7 +68,7 @@ from .token_trie import TokenTrie
 
 __all__ = ["plain_char_counts", "plain_prefix_counts", "plain_moves", "plain_runs", "plain_to_end", "plain_shapes", "beyond_run",
            "BEYOND_MAYBE", "BEYOND_LEAVES", "BEYOND_NOWHERE",
-           "stack_run", "stack_most", "mark_within", "RUN_CAP"]
+           "stack_run", "stack_most", "mark_within", "shape_ranges", "plain_width", "RUN_CAP"]
 
 # "At least this many": a token with more characters is walked.  The cap also bounds the solver's
 # sweeps (Bellman-Ford over paths of at most that many characters).
@@ -96,7 +96,7 @@ _MAX_AFTER = 32  # more distinct states after one character than this: counted a
 def plain_char_counts(trie: TokenTrie) -> np.ndarray:
     """int16 per token of ``trie``: its number of characters when it is made only of plain
     characters (complete UTF-8), else -1."""
-    return _plain_counts(trie.data, trie.offsets, *_shape_ranges(), False)
+    return _plain_counts(trie.data, trie.offsets, *shape_ranges(), False)
 
 
 def plain_prefix_counts(trie: TokenTrie) -> np.ndarray:
@@ -105,10 +105,10 @@ def plain_prefix_counts(trie: TokenTrie) -> np.ndarray:
     characters; a token of plain characters and then the first bytes of one more (byte-level
     vocabularies split multi-byte characters) counts that one too, since a prefix of a sequence
     that is consumed is consumed.  Such tokens are -1 in :func:`plain_char_counts`."""
-    return _plain_counts(trie.data, trie.offsets, *_shape_ranges(), True)
+    return _plain_counts(trie.data, trie.offsets, *shape_ranges(), True)
 
 
-def _shape_ranges() -> tuple[np.ndarray, np.ndarray]:
+def shape_ranges() -> tuple[np.ndarray, np.ndarray]:
     """:data:`_SHAPES` as arrays: lo[k, p], hi[k, p] bound byte ``p`` of shape ``k`` (hi -1: no byte ``p``)."""
     lo = np.zeros((len(_SHAPES), 4), np.int32)
     hi = np.full((len(_SHAPES), 4), -1, np.int32)
@@ -116,6 +116,26 @@ def _shape_ranges() -> tuple[np.ndarray, np.ndarray]:
         for p, (a, b) in enumerate(shape):
             lo[k, p], hi[k, p] = a, b
     return lo, hi
+
+
+@njit(cache=True, nogil=True, inline="always")
+def plain_width(data, a, b, lo, hi, partial):  # pragma: no cover - numba
+    """The bytes of the plain character at ``data[a]`` (of the token ``data[a:b]``), or 0 when none
+    starts there; with ``partial``, a character that the token cuts short counts too.  ``lo, hi``:
+    :func:`shape_ranges`."""
+    for k in range(lo.shape[0]):  # several shapes may share a first byte (0xE2)
+        if lo[k, 0] <= data[a] <= hi[k, 0]:
+            w = 1
+            while w < 4 and hi[k, w] >= 0:
+                w += 1
+            end = min(a + w, b)  # partial: the token may end inside its last character
+            good = partial or a + w <= b
+            for p in range(1, end - a):
+                if good and not (lo[k, p] <= data[a + p] <= hi[k, p]):
+                    good = False
+            if good:
+                return end - a
+    return 0
 
 
 @njit(cache=True, nogil=True)
@@ -126,20 +146,7 @@ def _plain_counts(data, offsets, lo, hi, partial):  # pragma: no cover - numba
         a, b = offsets[i], offsets[i + 1]
         chars = 0
         while a < b:
-            width = 0
-            for k in range(lo.shape[0]):  # several shapes may share a first byte (0xE2)
-                if lo[k, 0] <= data[a] <= hi[k, 0]:
-                    w = 1
-                    while w < 4 and hi[k, w] >= 0:
-                        w += 1
-                    end = min(a + w, b)  # partial: the token may end inside its last character
-                    good = partial or a + w <= b
-                    for p in range(1, end - a):
-                        if good and not (lo[k, p] <= data[a + p] <= hi[k, p]):
-                            good = False
-                    if good:
-                        width = end - a
-                        break
+            width = plain_width(data, a, b, lo, hi, partial)
             if width == 0:
                 chars = -1
                 break

@@ -55,7 +55,10 @@ characters (no quote, backslash or control character) it surely consumes in its 
 made only of plain characters and no longer than that is accepted without a walk (in
 :meth:`TokenClasses._walk`, before any group walk).  Where that run is exact and no end state is on
 the way (a counted string's position, a few characters from its limit), a longer one is rejected
-without a walk too (:func:`pda.plain_runs.beyond_run`).  The matcher does the same for the uncertain
+without a walk too (:func:`pda.plain_runs.beyond_run`); so is a token whose plain characters stop
+on a byte that no state they reach reads (a control character inside a string, :mod:`pda.plain_stops`).
+A token that ends inside a plain character counts it (:func:`pda.token_groups.plain_prefixes`): a
+prefix of a run the state consumes is consumed (DeepSeek cuts many CJK characters so).  The matcher does the same for the uncertain
 tokens over the real stack (:func:`pda.plain_runs.stack_run`), reading the frames it needs.
 
 **Plain split.**  A state that surely consumes :data:`PLAIN_SPLIT_CHARS` plain characters (inside
@@ -93,12 +96,16 @@ from .kernel_entry import forget_entry_points
 from .token_walk import TOKEN_OVERFLOW, TOKEN_UNCERTAIN, KernelAutomaton, walk_listing, walk_tokens
 from .walk_workspace import Workspace, listing_buffers, thread_workspace
 from .counted_repeats import REPEAT_PREFIX
+from .plain_stops import stop_reads
 from .plain_runs import (
     BEYOND_LEAVES, BEYOND_NOWHERE, RUN_CAP, beyond_run, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
 )
 from .share import SHARED_PREFIX
 from .state_classes import StateClasses, cache_fields, cache_fields_nbytes, union
-from .token_groups import ALL_BYTES, GROUPS, GroupSpec, PlainSplit, TokenGroup, plain_chars, plain_split, token_groups
+from .token_groups import (
+    ALL_BYTES, GROUPS, GroupSpec, PlainSplit, TokenGroup, plain_chars, plain_prefixes, plain_split, plain_stops,
+    token_groups,
+)
 from .token_trie import TokenTrie
 from .tokenizer import TokenizerInfo
 
@@ -194,7 +201,7 @@ class TokenClasses:
         self._lengths = np.diff(self._trie.offsets)
         self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
         self._frame_keys: dict[tuple[int, int], bytes | None] = {}  # (state, return state) -> frame_key
-        self._chars_of_plain: dict[int, np.ndarray] = {}  # id(level trie) -> _plain_chars
+        self._chars_of_plain: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # id(level trie) -> _plain_chars
         self._longer: dict[int, int] = {}  # state -> _longer_than_run
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
         # byte set -> (its keyed groups, their bounds, their caps): one lookahead search each
@@ -310,7 +317,7 @@ class TokenClasses:
         runs to an end state, the characters' byte shapes), each otherwise made in the first fill
         that needs it: 0.1-0.5 ms inside a fill that is already a first visit (203 of 394 schemas'
         fills, MaskBench sample), against 0.05-0.3 ms of a compile."""
-        self.plain_runs, self.plain_to_end, self._plain_shapes  # noqa: B018 - cached on first read
+        self.plain_runs, self.plain_to_end, self._plain_shapes, self.stop_reads  # noqa: B018 - cached on first read
 
     @cached_property
     def _plain_shapes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -340,12 +347,21 @@ class TokenClasses:
     def _plain_split(self) -> PlainSplit:
         return plain_split(self._tok, PLAIN_SPLIT_CHARS)
 
-    def _plain_chars(self, level: TokenGroup) -> np.ndarray:
-        """:meth:`plain_chars` of the tokens of ``level``, in its trie's order."""
+    def _plain_chars(self, level: TokenGroup) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`plain_chars`, :func:`pda.token_groups.plain_prefixes` and
+        :func:`pda.token_groups.plain_stops` of the tokens of ``level``, in its trie's order."""
         got = self._chars_of_plain.get(id(level.trie))
         if got is None:
-            got = self._chars_of_plain[id(level.trie)] = self.plain_chars()[level.to_main]
+            got = self._chars_of_plain[id(level.trie)] = (self.plain_chars()[level.to_main],
+                                                          plain_prefixes(self._tok)[level.to_main],
+                                                          plain_stops(self._tok)[level.to_main])
         return got
+
+    @cached_property
+    def stop_reads(self) -> np.ndarray:
+        """:func:`pda.plain_stops.stop_reads` of the automaton, made on first use."""
+        a = self._aut
+        return stop_reads(a.trans, a.byte_class, a.call_ptr, a.is_end, moves=self._plain_moves)
 
     def _walk(self, level: TokenGroup, s: int, ws: Workspace) -> StateClasses:
         """The classes of the tokens of group ``level`` from a bare frame holding only ``s``.
@@ -362,7 +378,7 @@ class TokenClasses:
             return self._walk_listing(level, s, ws)
         longer = self._longer_than_run(s, run) if run > 0 else LONGER_WALKED
         order = level.trie.order
-        cand, row, accepted, split_unc = split_group(self._plain_chars(level), run, longer,
+        cand, row, accepted, split_unc = split_group(*self._plain_chars(level), self.stop_reads[s], run, longer,
                                                      _NO_PRE if pre is None else pre, level.cand, order, self.words)
         out = np.empty(cand.shape[0], dtype=np.int8)
         walk_tokens(self.kernel, level.trie, cand, s, _NO_STACK, True, out, ws)
@@ -511,6 +527,8 @@ def prepare_tokenizer(tok: TokenizerInfo) -> None:
     (the plain split took 18 ms in the first fill inside a JSON string)."""
     token_groups(tok, LOOKAHEAD_GROUPS or ())
     plain_chars(tok)
+    plain_prefixes(tok)
+    plain_stops(tok)
     if LOOKAHEAD_GROUPS is not None:
         plain_split(tok, PLAIN_SPLIT_CHARS)
 

@@ -21,11 +21,12 @@ import numpy as np
 
 from .kernels import set_bits
 from .plain_runs import plain_char_counts, plain_prefix_counts
+from .plain_stops import stop_bytes
 from .token_trie import TokenTrie, select_tokens
 from .tokenizer import TokenizerInfo
 
 __all__ = ["GroupSpec", "TokenGroup", "GROUPS", "token_groups", "byte_set", "WORD_BYTES", "STRING_SAFE_BYTES",
-           "ALL_BYTES", "plain_chars", "PlainSplit", "plain_split"]
+           "ALL_BYTES", "plain_chars", "plain_prefixes", "plain_stops", "PlainSplit", "plain_split"]
 
 
 def byte_set(values: set[int]) -> np.ndarray:
@@ -111,6 +112,21 @@ def plain_chars(tok: TokenizerInfo) -> np.ndarray:
                                lambda v: v.nbytes)
 
 
+def plain_prefixes(tok: TokenizerInfo) -> np.ndarray:
+    """:func:`pda.plain_runs.plain_prefix_counts` of every token of ``tok`` (sorted-trie order): how
+    many plain characters a run must surely consume for the token to be consumed (a token ending
+    inside a plain character counts that one), else -1.  Built once per tokenizer."""
+    return tok.class_cache.get("pda-plain-prefixes", lambda: plain_prefix_counts(tok.trie),  # type: ignore[no-any-return]
+                               lambda v: v.nbytes)
+
+
+def plain_stops(tok: TokenizerInfo) -> np.ndarray:
+    """:func:`pda.plain_stops.stop_bytes` of every token of ``tok`` (sorted-trie order): the first
+    byte of its first character that is not plain, else -1.  Built once per tokenizer."""
+    return tok.class_cache.get("pda-plain-stops", lambda: stop_bytes(tok.trie),  # type: ignore[no-any-return]
+                               lambda v: v.nbytes)
+
+
 class PlainSplit(NamedTuple):
     """The vocabulary split by :func:`plain_chars` at ``chars`` characters (:func:`plain_split`)."""
 
@@ -130,7 +146,7 @@ def plain_split(tok: TokenizerInfo, chars: int) -> PlainSplit:
 
     def build() -> PlainSplit:
         trie = tok.trie
-        counts = plain_prefix_counts(trie)  # a token ending inside a character is consumed as a prefix
+        counts = plain_prefixes(tok)  # a token ending inside a character is consumed as a prefix
         short = (counts >= 0) & (counts <= chars)
         row = np.zeros((tok.vocab_size + 31) // 32, dtype=np.int32)
         set_bits(row, trie.order[short])

@@ -30,17 +30,25 @@ def test_split_matches_reference(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = int(rng.integers(0, 300))
     chars = rng.integers(-1, 12, n).astype(np.int16)  # -1: not made of plain characters
+    # a token ending inside a character (-1 in chars) counts it in its prefix count; the others alike
+    partial = (chars < 0) & (rng.random(n) < 0.5)
+    prefixes = np.where(partial, rng.integers(1, 12, n), chars).astype(np.int16)
+    # a token not made of plain characters (nor cut short in one) stops on a byte; the state reads some
+    stops = np.where((chars < 0) & ~partial, rng.integers(0, 256, n), -1).astype(np.int16)
+    readable = rng.random(256) < 0.5
+    reads = np.packbits(readable, bitorder="little").view(np.uint64).copy()
     run = int(rng.integers(0, 12))
     longer = (LONGER_WALKED, LONGER_UNCERTAIN, LONGER_REJECTED)[seed // 3 % 3 if seed < 9 else int(rng.integers(0, 3))]
     pre = rng.random(n) < 0.2 if seed % 3 == 0 else np.zeros(0, np.bool_)
     order = rng.permutation(WORDS * 32)[:n].astype(np.int32)
     cand = np.arange(n, dtype=np.int32)
     has_pre = pre.shape[0] == n
-    acc = (pre if has_pre else np.zeros(n, np.bool_)) | ((chars >= 0) & (chars <= run))
+    acc = (pre if has_pre else np.zeros(n, np.bool_)) | ((prefixes >= 0) & (prefixes <= run))
     unc = ~acc & (longer == LONGER_UNCERTAIN) & (chars > run)
-    rej = ~acc & (longer == LONGER_REJECTED) & (chars > run)
+    rej = ~acc & (((longer == LONGER_REJECTED) & (chars > run)) | ((stops >= 0) & ~readable[np.maximum(stops, 0)]))
+    rej &= ~unc
     for f in (split_group, split_group.py_func):
-        walk, row, accepted, split_unc = f(chars, run, longer, pre, cand, order, WORDS)
+        walk, row, accepted, split_unc = f(chars, prefixes, stops, reads, run, longer, pre, cand, order, WORDS)
         if (run <= 0 and not has_pre) or (acc.sum() + unc.sum() + rej.sum()) * 2 < n:  # no split: walk them all
             assert walk.tolist() == cand.tolist() and accepted == 0 and not row.any() and split_unc.size == 0
             continue

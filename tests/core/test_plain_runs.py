@@ -171,7 +171,8 @@ def test_classes_equal_without_the_shortcut(schema: dict[str, Any] | str, deepse
     every = [b for b in TokenizerInfo.from_huggingface(deepseek_tokenizer).token_bytes if b]
     rng = random.Random(0)
     tokens = sorted(set(rng.sample(every, 6000)) | {b'"', b'",', b"a", b"ab", b"\\n", "é".encode(), "\u2028".encode(),
-                                                    "a\u2029b".encode(), "\u2027".encode(), 'a\u2028"'.encode()})
+                                                    "a\u2029b".encode(), "\u2027".encode(), 'a\u2028"'.encode(),
+                                                    b"ab\xc3", "x中文".encode()[:6], "é".encode()[:1], b"\xe4\xb8"})
     with_runs = _all_classes(TokenizerInfo.from_vocab_bytes(tokens), schema)
     monkeypatch.setattr(precompute, "plain_runs", lambda trans, *rest, **options: np.zeros(trans.shape[0], np.int16))
     without = _all_classes(TokenizerInfo.from_vocab_bytes(tokens), schema)
@@ -284,7 +285,8 @@ def test_masks_equal_without_the_stack_shortcut(deepseek_tokenizer: Any, monkeyp
     every = [b for b in TokenizerInfo.from_huggingface(deepseek_tokenizer).token_bytes if b]
     rng = random.Random(2)
     tokens = sorted(set(rng.sample(every, 6000)) | {b'"', b'",', b"a", b"ab", b"\\n", "é".encode(), "\u2028".encode(),
-                                                    "a\u2029b".encode(), "\u2027".encode(), 'a\u2028"'.encode()})
+                                                    "a\u2029b".encode(), "\u2027".encode(), 'a\u2028"'.encode(),
+                                                    b"ab\xc3", "x中文".encode()[:6], "é".encode()[:1], b"\xe4\xb8"})
     schema = {"type": "object", "properties": {"a": {"type": "string", "minLength": 10, "maxLength": 600}}}
     text = '{"a": "' + "".join(rng.choice(PLAIN[:8]) for _ in range(597)) + '"}'
     with_runs = _masks(TokenizerInfo.from_vocab_bytes(tokens), schema, text)

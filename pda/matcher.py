@@ -67,8 +67,9 @@ ONE_CALL_SURVIVORS = True
 # read, decided in one call (the tests compare the two).
 SPLIT_TOPS = True
 _MAX_JUMP = 4096
-# A context-free configuration of at least this many tops keeps its row in the mask cache: its
-# union costs a copy and an OR of a row per top (after a value in an object, 6-7 tops: 8-19 us).
+# A context-free configuration of at least this many tops keeps its row in the mask cache from its
+# second build on: its union costs a copy and an OR of a row per top (after a value in an object,
+# 6-7 tops: 8-19 us); storing a row met once cost 2-3% of the fills of c_like and SQL.
 CONTEXT_FREE_CACHED_TOPS = 3
 
 MaskKey = int  # a mask key's id in its grammar's table (pda.mask_keys)
@@ -283,7 +284,8 @@ class GrammarMatcher:
                 cache = self._compiled.mask_cache()
                 if not cache.get_into(key, row):
                     self._write_context_free(cfg, row)
-                    cache.put(key, row)
+                    if self._space.built_before(key):
+                        cache.put(key, row)
         else:
             cache = self._compiled.mask_cache()
             if key is None or not cache.get_into(key, row):
@@ -296,7 +298,7 @@ class GrammarMatcher:
         tops' accepted tokens, whatever the stack -- a copy of one row, a few ids set.  One of
         fewer than :data:`CONTEXT_FREE_CACHED_TOPS` tops does it without the mask cache (79% of the
         fills of 400 JSON Schemas, whose rows the cache held a second copy of); one of more keeps
-        the union there (:meth:`_fill_row`)."""
+        the union there from its second build on (:meth:`_fill_row`)."""
         by_state = self._compiled.classes.by_state
         tops = cfg.tops
         if not tops:  # complete text, nothing more to read: only the stop tokens

@@ -98,7 +98,7 @@ from .walk_workspace import Workspace, listing_buffers, thread_workspace
 from .counted_repeats import REPEAT_PREFIX
 from .plain_stops import stop_reads
 from .plain_runs import (
-    BEYOND_LEAVES, BEYOND_NOWHERE, RUN_CAP, beyond_run, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
+    BEYOND_LEAVES, BEYOND_MAYBE, BEYOND_NOWHERE, RUN_CAP, beyond_run, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
 )
 from .share import SHARED_PREFIX
 from .state_classes import StateClasses, cache_fields, cache_fields_nbytes, union
@@ -201,7 +201,6 @@ class TokenClasses:
         self._lengths = np.diff(self._trie.offsets)
         self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
         self._frame_keys: dict[tuple[int, int], bytes | None] = {}  # (state, return state) -> frame_key
-        self._chars_of_plain: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # id(level trie) -> _plain_chars
         self._longer: dict[int, int] = {}  # state -> _longer_than_run
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
         # byte set -> (its keyed groups, their bounds, their caps): one lookahead search each
@@ -347,16 +346,6 @@ class TokenClasses:
     def _plain_split(self) -> PlainSplit:
         return plain_split(self._tok, PLAIN_SPLIT_CHARS)
 
-    def _plain_chars(self, level: TokenGroup) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`plain_chars`, :func:`pda.token_groups.plain_prefixes` and
-        :func:`pda.token_groups.plain_stops` of the tokens of ``level``, in its trie's order."""
-        got = self._chars_of_plain.get(id(level.trie))
-        if got is None:
-            got = self._chars_of_plain[id(level.trie)] = (self.plain_chars()[level.to_main],
-                                                          plain_prefixes(self._tok)[level.to_main],
-                                                          plain_stops(self._tok)[level.to_main])
-        return got
-
     @cached_property
     def stop_reads(self) -> np.ndarray:
         """:func:`pda.plain_stops.stop_reads` of the automaton, made on first use."""
@@ -378,7 +367,7 @@ class TokenClasses:
             return self._walk_listing(level, s, ws)
         longer = self._longer_than_run(s, run) if run > 0 else LONGER_WALKED
         order = level.trie.order
-        cand, row, accepted, split_unc = split_group(*self._plain_chars(level), self.stop_reads[s], run, longer,
+        cand, row, accepted, split_unc = split_group(level.chars, level.prefixes, level.stops, self.stop_reads[s], run, longer,
                                                      _NO_PRE if pre is None else pre, level.cand, order, self.words)
         out = np.empty(cand.shape[0], dtype=np.int8)
         walk_tokens(self.kernel, level.trie, cand, s, _NO_STACK, True, out, ws)
@@ -413,13 +402,19 @@ class TokenClasses:
         from ``s`` (:func:`pda.plain_runs.beyond_run`): rejected when no longer plain sequence is
         consumed in the frame and none reaches an end state; uncertain when the rule escapes and
         its first ``to_end[s]`` characters reach an end state (where the thread escapes); else walked.
-        One search per state, for all its groups."""
+        One search per state, for all its groups, and only where it pays: the search reads ``run``
+        layers (200-340 µs at a run of 128-255, where the few plain tokens longer than the run
+        cost less to walk), so a state of a run of :data:`PLAIN_SPLIT_CHARS` or more is searched
+        only in an escaping rule (a block of a long string, as before)."""
         got = self._longer.get(s)
         if got is None:
             A = self.kernel
-            beyond = beyond_run(A.trans, A.call_ptr, *self._plain_shapes, A.is_end, s, run) if run < RUN_CAP else 0
+            escapes = bool(A.rule_escape[A.state_rule[s]]) and self.plain_to_end[s] >= 0
+            beyond = BEYOND_MAYBE
+            if run < RUN_CAP and (run < PLAIN_SPLIT_CHARS or escapes):
+                beyond = beyond_run(A.trans, A.call_ptr, *self._plain_shapes, A.is_end, s, run)
             got = LONGER_REJECTED if beyond == BEYOND_NOWHERE else LONGER_UNCERTAIN if (
-                beyond == BEYOND_LEAVES and A.rule_escape[A.state_rule[s]] and self.plain_to_end[s] >= 0) else LONGER_WALKED
+                beyond == BEYOND_LEAVES and escapes) else LONGER_WALKED
             self._longer[s] = got
         return got
 

@@ -4,8 +4,9 @@ Every :class:`~pda.matcher.GrammarMatcher` of a :class:`~pda.compiler.CompiledGr
 grammar's current :class:`StackSpace`: a :class:`~pda.stack.StackArena`, the
 :class:`~pda.walker.Walker` over it (its step memo), the linear stacks and signatures below its
 nodes (:class:`~pda.stack_paths.StackPaths`), the mask keys of the configurations met
-(:attr:`StackSpace.keys`), their steps by token (:attr:`StackSpace.steps`) and one object per
-configuration (:meth:`StackSpace.canonical`).  The arena hash-conses nodes, so two matchers at
+(:attr:`StackSpace.keys`), their steps by token (:attr:`StackSpace.steps`), one object per
+configuration (:meth:`StackSpace.canonical`) and the context-free rows built
+(:meth:`StackSpace.built_before`).  The arena hash-conses nodes, so two matchers at
 the same text position of one document shape hold *the same* configuration object: what one
 matcher learned about it (its next configuration after a byte or a token, its mask key) the others
 read back with one dict lookup.  A batch of matchers of one schema meets the same few
@@ -46,7 +47,7 @@ STEP_MEMO_LIMIT = 1 << 17
 class StackSpace:
     """An arena with its walker, stack paths, key memo and step memo (see the module docstring)."""
 
-    __slots__ = ("walker", "stacks", "keys", "steps", "configs", "_start")
+    __slots__ = ("walker", "stacks", "keys", "steps", "configs", "built", "_start")
 
     def __init__(self, aut: Automaton, max_stack_depth: int) -> None:
         self.walker = Walker(aut, StackArena(max_stack_depth))
@@ -58,6 +59,7 @@ class StackSpace:
         # collector would track as long as the memo holds it (16,000 in 147 live matchers)
         self.steps: dict[int, Config | None] = {}
         self.configs: dict[Config, Config] = {}  # the one object of each configuration a step gave
+        self.built: dict[int, bool] = {}  # context-free mask keys whose row a matcher built (built_before)
         self._start: Config | None = None
 
     @property
@@ -68,6 +70,15 @@ class StackSpace:
     def remember(self, cfg: Config, key: object) -> object:
         """Remember ``key`` for ``cfg`` and return it."""
         return _store(self.keys, KEY_MEMO_LIMIT, cfg, key)
+
+    def built_before(self, key: int) -> bool:
+        """Whether a matcher of the space built the row of the context-free configuration ``key``
+        before; remembers that it did now.  The matcher keeps a row in the mask cache the second
+        time it builds it: one met once (most of a hand-written grammar's) costs no copy into the cache."""
+        if key in self.built:
+            return True
+        _store(self.built, KEY_MEMO_LIMIT, key, True)
+        return False
 
     @property
     def start(self) -> Config:

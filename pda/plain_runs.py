@@ -413,9 +413,6 @@ def stack_most(trans, call_ptr, shape_ptr, pos_ptr, classes, is_end, s, path, ca
         read += 1
 
 
-_NO_ENDS = np.zeros(0, np.bool_)
-
-
 # beyond_run: what a plain token longer than a state's run meets in its frame
 BEYOND_MAYBE = 0  # it may be consumed there (or the search cannot tell): walk it
 BEYOND_LEAVES = 1  # it is not consumed there, but may reach an end state on the way

@@ -36,9 +36,7 @@ from numba import njit
 from .plain_runs import plain_moves, plain_shapes, plain_width, shape_ranges
 from .token_trie import TokenTrie
 
-__all__ = ["stop_bytes", "stop_reads", "EVERY_BYTE"]
-
-EVERY_BYTE = np.full(4, np.uint64(0xFFFFFFFFFFFFFFFF), np.uint64)  # a 256-bit set of every byte
+__all__ = ["stop_bytes", "stop_reads"]
 
 
 def stop_bytes(trie: TokenTrie) -> np.ndarray:

@@ -53,13 +53,15 @@ done once per position in a block, not once per block.
 and walks every byte of every token.  :mod:`pda.plain_runs` gives each state the number of plain
 characters (no quote, backslash or control character) it surely consumes in its frame; a token
 made only of plain characters and no longer than that is accepted without a walk (in
-:meth:`TokenClasses._walk`, before any group walk).  Where that run is exact and no end state is on
-the way (a counted string's position, a few characters from its limit), a longer one is rejected
-without a walk too (:func:`pda.plain_runs.beyond_run`); so is a token whose plain characters stop
-on a byte that no state they reach reads (a control character inside a string, :mod:`pda.plain_stops`).
-A token that ends inside a plain character counts it (:func:`pda.token_groups.plain_prefixes`): a
-prefix of a run the state consumes is consumed (DeepSeek cuts many CJK characters so).  The matcher does the same for the uncertain
-tokens over the real stack (:func:`pda.plain_runs.stack_run`), reading the frames it needs.
+:meth:`TokenClasses._walk`, before any group walk), and so is one that ends inside a plain character
+within that many (:func:`pda.token_groups.plain_prefixes`: a prefix of a run the state consumes is
+consumed; DeepSeek cuts many CJK characters so).  The matcher accepts uncertain tokens of whole
+plain characters the same way over the real stack (:func:`pda.plain_runs.stack_run`), reading the
+frames it needs.  Where
+the run is exact and no end state is on the way (a counted string's position, a few characters
+from its limit), a longer plain token is rejected without a walk (:func:`pda.plain_runs.beyond_run`);
+so is a token whose plain characters stop on a byte that no state they reach reads (a control
+character inside a string, :mod:`pda.plain_stops`).
 
 **Plain split.**  A state that surely consumes :data:`PLAIN_SPLIT_CHARS` plain characters (inside
 an unbounded JSON string, an extra property's key, a counted string 16 or more characters from its
@@ -103,8 +105,7 @@ from .plain_runs import (
 from .share import SHARED_PREFIX
 from .state_classes import StateClasses, cache_fields, cache_fields_nbytes, union
 from .token_groups import (
-    ALL_BYTES, GROUPS, GroupSpec, PlainSplit, TokenGroup, plain_chars, plain_prefixes, plain_split, plain_stops,
-    token_groups,
+    ALL_BYTES, GROUPS, GroupSpec, PlainSplit, TokenGroup, plain_chars, plain_split, token_groups,
 )
 from .token_trie import TokenTrie
 from .tokenizer import TokenizerInfo
@@ -522,8 +523,6 @@ def prepare_tokenizer(tok: TokenizerInfo) -> None:
     (the plain split took 18 ms in the first fill inside a JSON string)."""
     token_groups(tok, LOOKAHEAD_GROUPS or ())
     plain_chars(tok)
-    plain_prefixes(tok)
-    plain_stops(tok)
     if LOOKAHEAD_GROUPS is not None:
         plain_split(tok, PLAIN_SPLIT_CHARS)
 

@@ -35,6 +35,7 @@ import math
 import os
 import statistics
 import sys
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +117,7 @@ def main() -> None:
         engines[tree].run(engines[tree].compile(sc.WARMUP_SCHEMA), warm, [])
     gc.collect()
     gc.freeze()
-    fills: dict[str, list[float]] = {t: [] for t in trees}
+    fills: dict[str, array] = {t: array("d") for t in trees}  # not lists of floats (sc.run_schema)
     per_schema: dict[str, list[float]] = {t: [] for t in trees}
     slowest: dict[str, list[tuple[float, str]]] = {t: [] for t in trees}
     passed = dict.fromkeys(trees, 0)
@@ -162,7 +163,7 @@ def _grammar_ab(args: argparse.Namespace, trees: list[str], switch: Trees, hf: A
         _ = tok[tree].trie
     gc.collect()
     gc.freeze()
-    fills: dict[str, list[float]] = {t: [] for t in trees}
+    fills: dict[str, array] = {t: array("d") for t in trees}
     per_doc: dict[str, list[float]] = {t: [] for t in trees}
     for rep in range(args.reps):
         compiled = {}
@@ -193,7 +194,7 @@ def _grammar_ab(args: argparse.Namespace, trees: list[str], switch: Trees, hf: A
     _report(trees, fills, per_doc, dict.fromkeys(trees, len(ids)), dict.fromkeys(trees, 0))
 
 
-def _report(trees: list[str], fills: dict[str, list[float]], per_schema: dict[str, list[float]],
+def _report(trees: list[str], fills: dict[str, array], per_schema: dict[str, list[float]],
             passed: dict[str, int], false_accepts: dict[str, int]) -> None:
     a, b = trees
     for tree, name in ((a, "A"), (b, "B")):

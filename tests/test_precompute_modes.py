@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 import pda
+import pda.precompute
 from pda.grammars import path, samples
 
 VOCAB = [bytes([i]) for i in range(256)] + [b'{"', b'":', b'",', b'"}', b'},', b"true", b"null", b"  ", b"], ", b"}]",
@@ -100,3 +103,29 @@ def test_auto_makes_the_plain_run_tables_at_compile_time(tok: pda.TokenizerInfo)
     m = pda.GrammarMatcher(lazy)
     m.next_token_mask()
     assert np.array_equal(m.next_token_mask(), pda.GrammarMatcher(auto).next_token_mask())
+
+
+def test_tokens_accepted_before_the_walk_leave_the_classes_alone(deepseek_tokenizer: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state that calls escaping rules takes their starts' accepted tokens as its own before
+    its walk only when they are ACCEPTED_BEFORE_SHARE of the vocabulary (the blocks of a long
+    string: 126k; not the 1,122 first tokens of the rule of any JSON value, called from 40
+    properties): the classes are the same either way, taken always or never."""
+    schema = {"type": "object", "properties": {**{f"p{i}": {} for i in range(40)},
+                                               "long": {"type": "string", "maxLength": 2000}}}
+    monkeypatch.setattr(pda.precompute, "LOOKAHEAD_GROUPS", None)  # every state walked whole, on its own
+    got = {}
+    default = pda.precompute.ACCEPTED_BEFORE_SHARE
+    for share in (0.0, default, 2.0):
+        monkeypatch.setattr(pda.precompute, "ACCEPTED_BEFORE_SHARE", share)
+        tok = pda.TokenizerInfo.from_huggingface(deepseek_tokenizer)
+        classes = pda.GrammarCompiler(tok, cache=False, precompute="lazy").compile_json_schema(schema).classes
+        callers = sorted(classes._escape_starts)[::12]  # 121 of the 1,450
+        got[share] = [(classes.get(s).accepted_mask(tok.trie.order, classes.words), np.sort(classes.get(s).uncertain))
+                      for s in callers]
+        if share == default:  # both choices are made
+            before = [bool(classes._accepted_before(s)) for s in callers]
+            assert any(before) and not all(before)
+    for share in got:
+        for k, ((a, u), (b, v)) in enumerate(zip(got[share], got[0.0])):
+            assert np.array_equal(a, b) and np.array_equal(u, v), f"share {share}: caller {k}"

@@ -47,7 +47,8 @@ caller, so the mask cache never sees the same stack twice).  :meth:`TokenClasses
 classifies those tokens once more, from the state with one return state below it (context
 expansion below that), under a digest of what a walk on that one-frame stack can see
 (:func:`pda.lookahead.frame_key`): alike at every block far from the repeat's end, so the walk is
-done once per position in a block, not once per block.
+done once per position in a block, not once per block.  A rule that escapes for its many callers
+returns to a different text at each, so there the walk is kept per (state, return state), keyless.
 
 **Plain runs.**  A counted string has no loop, so a walk cannot take the looping-thread shortcut
 and walks every byte of every token.  :mod:`pda.plain_runs` gives each state the number of plain
@@ -143,6 +144,7 @@ LOOKAHEAD_MIN_SHARE = 0.5
 LOOKAHEAD_MIN_LIVE = 16384
 LIVE_KEY_TRIAL = 8
 _FRAME_KEY_MEMO = 1 << 16  # (state, return state) pairs whose frame_key a TokenClasses remembers
+_FRAME_CODES_MEMO = 64  # (state, return state) pairs whose unkeyed frame codes it remembers
 _NO_KEY = object()
 # A state that surely consumes this many plain characters (pda.plain_runs) accepts every token of
 # at most that many plain characters: only the others are walked (:meth:`TokenClasses._walk_beyond_plain`),
@@ -203,6 +205,9 @@ class TokenClasses:
         self._lengths = np.diff(self._trie.offsets)
         self._short: dict[int, np.ndarray] = {}  # state -> short_tokens
         self._frame_keys: dict[tuple[int, int], bytes | None] = {}  # (state, return state) -> frame_key
+        self._frame_memo: dict[tuple[int, int], np.ndarray] = {}  # (state, return state) -> unkeyed frame codes
+        # per rule: are its frame codes kept under a frame_key (frame_codes)
+        self._frame_keyed = np.array([n.startswith((REPEAT_PREFIX, SHARED_PREFIX)) for n in aut.rule_names], dtype=np.bool_)
         self._longer: dict[int, int] = {}  # state -> _longer_than_run
         self._before: dict[int, tuple[int, ...]] = {}  # state -> _accepted_before
         self._runs = {g.spec.name: byte_runs(aut.byte_class, g.spec.allowed) for g in self._groups}
@@ -256,11 +261,23 @@ class TokenClasses:
         UNCERTAIN ones need the real stack.  Kept in the tokenizer's class cache under
         :func:`~pda.lookahead.frame_key`: those tokens' bare-frame classes depend only on what lies
         within that many bytes, so they are a function of the key too.  None: no key (or no
-        sharing: :data:`LOOKAHEAD_GROUPS` None).  When they are most of the vocabulary (after a
-        value, every token that leaves it), the whole vocabulary is walked and theirs picked out: its
-        walk skips the subtree of a dead prefix (0.2 ms on a JSON Schema where their walk took 5-21 ms)."""
+        sharing: :data:`LOOKAHEAD_GROUPS` None).
+
+        The key is made only in the rules it was made for, the blocks of a long repeat and shared
+        pieces, which return alike from many places.  A rule that escapes because it is called from
+        many places (the rule of any JSON value) returns to each place with what follows it there,
+        so its keys differ: on two samples of 400 schemas 64 of its 69 were new, at 1.2 ms each, more
+        than the walk.  There the codes are walked with no key, and kept for the (state, return state)
+        in the grammar's :attr:`_frame_memo`."""
         if not self._keyed:
             return None
+        if not self._frame_keyed[self.kernel.state_rule[s]]:
+            got = self._frame_memo.get((s, ret))
+            if got is None:
+                if len(self._frame_memo) >= _FRAME_CODES_MEMO:
+                    self._frame_memo.clear()
+                got = self._frame_memo[(s, ret)] = self._frame_walk(s, ret, unc)
+            return got
         key = self._frame_keys.get((s, ret), _NO_KEY)  # a digest costs ~100 us: once per (s, ret)
         if key is _NO_KEY:
             key = frame_key(self.kernel, self._minlen, self._all_runs, "all", s, ret, FRAME_BYTES, FRAME_CAP,
@@ -270,20 +287,24 @@ class TokenClasses:
             self._frame_keys[(s, ret)] = key
         if key is None:
             return None
+        return self._tok.class_cache.get(key, lambda: self._frame_walk(s, ret, unc),  # type: ignore[no-any-return]
+                                         lambda v: v.nbytes)
 
-        def walk() -> np.ndarray:
-            cand = unc[self.short_tokens(s)]
-            n = self._trie.order.shape[0]
-            whole = 4 * cand.shape[0] >= 3 * n  # most of the vocabulary: walked whole, then picked out
-            out = np.empty(n if whole else cand.shape[0], dtype=np.int8)
-            walk_tokens(self.kernel, self._trie, self._every_token if whole else cand, s,
-                        np.array([ret], dtype=np.int32), True, out, thread_workspace(self._maxlen))
-            if whole:
-                out = out[cand]
-            out[out == TOKEN_OVERFLOW] = TOKEN_UNCERTAIN
-            return out
-
-        return self._tok.class_cache.get(key, walk, lambda v: v.nbytes)  # type: ignore[no-any-return]
+    def _frame_walk(self, s: int, ret: int, unc: np.ndarray) -> np.ndarray:
+        """The walk of :meth:`frame_codes`.  When its tokens are most of the vocabulary (after a
+        value, every token that leaves it), the whole vocabulary is walked and theirs picked out:
+        its walk skips the subtree of a dead prefix (0.2 ms on a JSON Schema where their walk took
+        5-21 ms)."""
+        cand = unc[self.short_tokens(s)]
+        n = self._trie.order.shape[0]
+        whole = 4 * cand.shape[0] >= 3 * n
+        out = np.empty(n if whole else cand.shape[0], dtype=np.int8)
+        walk_tokens(self.kernel, self._trie, self._every_token if whole else cand, s,
+                    np.array([ret], dtype=np.int32), True, out, thread_workspace(self._maxlen))
+        if whole:
+            out = out[cand]
+        out[out == TOKEN_OVERFLOW] = TOKEN_UNCERTAIN
+        return out
 
     def short_tokens(self, s: int) -> np.ndarray:
         """bool per uncertain token of state ``s``: at most :data:`FRAME_BYTES` bytes (kept)."""

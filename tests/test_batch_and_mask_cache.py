@@ -170,15 +170,20 @@ def test_frame_classes_give_the_masks_of_walks_on_the_stack(tok: TokenizerInfo, 
     one return state below the top, keyed by pda.lookahead.frame_key and shared through the
     tokenizer's cache) get the masks that walks on the real stack give: at every top with an
     uncertain token (``FRAME_MIN_UNCERTAIN`` 0), over long-repeat blocks, counted strings, the
-    JSON, SQL and C-like grammars; and the blocks of a long string share their frame classes."""
+    JSON, SQL and C-like grammars; and the blocks of a long string share their frame classes.  The
+    rule of any JSON value, called from 40 properties (so it escapes), has its frame codes walked
+    with no key and kept per (state, return state)."""
     hf = deepseek_tokenizer
     c_like = grammars.path("c_like")
+    values = {"type": "object", "properties": {f"p{i}": {} for i in range(40)}}
+    value_docs = [{"p3": [1, {"a": "b"}, None], "p4": {"x": [True, "y"]}, "p17": "text", "p39": -2.5e3}]
     cases = [(lambda c: c.compile_json_schema(CHAINS), [hf.encode(json.dumps(d), add_special_tokens=False) for d in CHAIN_DOCS]),
              (lambda c: c.compile_grammar(c_like.read_text(encoding="utf-8")),
-              [hf.encode(p.read_text(encoding="utf-8"), add_special_tokens=False) for p in grammars.samples("c_like")[0][:2]])]
+              [hf.encode(p.read_text(encoding="utf-8"), add_special_tokens=False) for p in grammars.samples("c_like")[0][:2]]),
+             (lambda c: c.compile_json_schema(values), [hf.encode(json.dumps(d), add_special_tokens=False) for d in value_docs])]
     cases += [(build, docs[:2]) for name, build, docs in workloads(hf) if name in ("schema", "json", "sql")]
     framed_tok = TokenizerInfo.from_huggingface(hf)
-    for build, docs in cases:
+    for case, (build, docs) in enumerate(cases):
         walked = build(GrammarCompiler(TokenizerInfo.from_huggingface(hf), cache=False, precompute="lazy"))
         framed = build(GrammarCompiler(framed_tok, cache=False, precompute="lazy"))
         for ids in docs:
@@ -188,6 +193,8 @@ def test_frame_classes_give_the_masks_of_walks_on_the_stack(tok: TokenizerInfo, 
             got = masks_along(framed, ids)
             for k, (x, y) in enumerate(zip(got, want)):
                 assert np.array_equal(x, y), f"masks differ at step {k}"
+        if case == 2:
+            assert framed.classes._frame_memo  # the unkeyed frame codes were used
     # a 1,500-character string crosses about 40 blocks: their frame classes come from few walks
     long = {"type": "object", "properties": {"a": {"type": "string", "maxLength": 2000}}, "required": ["a"]}
     ids = hf.encode(json.dumps({"a": "plain words and more words " * 60}), add_special_tokens=False)

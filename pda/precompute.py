@@ -101,7 +101,7 @@ from .walk_workspace import Workspace, listing_buffers, thread_workspace
 from .counted_repeats import REPEAT_PREFIX
 from .plain_stops import stop_reads
 from .plain_runs import (
-    BEYOND_LEAVES, BEYOND_MAYBE, BEYOND_NOWHERE, RUN_CAP, beyond_run, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
+    BEYOND_LEAVES, BEYOND_MAYBE, BEYOND_NOWHERE, beyond_run, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
 )
 from .share import SHARED_PREFIX
 from .state_classes import StateClasses, cache_fields, cache_fields_nbytes, union
@@ -443,15 +443,17 @@ class TokenClasses:
         consumed in the frame and none reaches an end state; uncertain when the rule escapes and
         its first ``to_end[s]`` characters reach an end state (where the thread escapes); else walked.
         One search per state, for all its groups, and only where it pays: the search reads ``run``
-        layers (200-340 µs at a run of 128-255, where the few plain tokens longer than the run
-        cost less to walk), so a state of a run of :data:`PLAIN_SPLIT_CHARS` or more is searched
-        only in an escaping rule (a block of a long string, as before)."""
+        layers, and from a run of :data:`PLAIN_SPLIT_CHARS` or more only the group beyond the plain
+        split is walked, whose plain tokens longer than that are 163 (57 of more than 32
+        characters): walking them costs less than the search (200-340 µs at a run of 128-255, and
+        half of the 500 µs of a position in a block of Github_hard/o9921's 32,767-character
+        strings), so such a state is not searched, in an escaping rule neither."""
         got = self._longer.get(s)
         if got is None:
             A = self.kernel
             escapes = bool(A.rule_escape[A.state_rule[s]]) and self.plain_to_end[s] >= 0
             beyond = BEYOND_MAYBE
-            if run < RUN_CAP and (run < PLAIN_SPLIT_CHARS or escapes):
+            if run < PLAIN_SPLIT_CHARS:
                 beyond = beyond_run(A.trans, A.call_ptr, *self._plain_shapes, A.is_end, s, run)
             got = LONGER_REJECTED if beyond == BEYOND_NOWHERE else LONGER_UNCERTAIN if (
                 beyond == BEYOND_LEAVES and escapes) else LONGER_WALKED

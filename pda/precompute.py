@@ -381,7 +381,8 @@ class TokenClasses:
 
         A token the start of an escaping rule that ``s`` calls accepts is accepted from ``s`` too
         (consumed inside the callee's frame), so only the other tokens are walked: from a state
-        that opens a JSON string, the few thousand tokens that close it, not all 129k."""
+        that opens a JSON string, the few thousand tokens that close it, not all 129k (when the
+        starts accept most of the vocabulary: :meth:`_accepted_before`)."""
         starts = self._accepted_before(s)
         run = int(self.plain_runs[s])  # plain characters the state surely consumes (pda.plain_runs)
         if run <= 0 and not starts:  # nothing to decide before the walk

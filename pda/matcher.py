@@ -77,11 +77,13 @@ _NO_KEY = object()  # _fill_row: no key remembered for the configuration yet
 _NO_STEP = object()  # accept_token: the token's step from the configuration not remembered yet
 
 
-class _ContextFreeKey(int):
-    """The key id remembered for a :meth:`GrammarMatcher._context_free` configuration: the id of
-    its top states with no stack part (what :meth:`GrammarMatcher._key` makes of it), marked as
-    such: a single fill builds its row from the classes, a batch gathers it from the cache under
-    this id."""
+def _cache_key(remembered: Any) -> MaskKey | None:
+    """The mask key a remembered key stands for.  A :meth:`GrammarMatcher._context_free`
+    configuration's key id is remembered as ``~id`` (negative), so that a single fill knows to build
+    its row from the classes while a batch gathers it from the cache under ``id``.  (It was an
+    ``int`` subclass, whose every instance the garbage collector tracks: 500-700 objects per grammar
+    for each full collection to read.)"""
+    return remembered if remembered is None or remembered >= 0 else ~remembered
 
 
 class GrammarMatcher:
@@ -261,7 +263,7 @@ class GrammarMatcher:
         if self._stopped or (self._terminate_without_stop and cfg.accepting):
             return True, None, False
         key = self._keys.get(cfg, _NO_KEY)  # _lookup_key's first step, written out (once per row)
-        return False, self._lookup_key(cfg) if key is _NO_KEY else key, cfg.accepting and self._has_stops  # type: ignore[return-value]
+        return False, self._lookup_key(cfg) if key is _NO_KEY else _cache_key(key), cfg.accepting and self._has_stops
 
     def _fill_row(self, row: np.ndarray) -> None:
         """The mask of the current configuration into ``row`` (reads the state only).  Runs once per
@@ -271,16 +273,17 @@ class GrammarMatcher:
         if self._stopped or (self._terminate_without_stop and cfg.accepting):
             row[:] = 0
             return
-        key = self._keys.get(cfg, _NO_KEY)
+        key: Any = self._keys.get(cfg, _NO_KEY)
         if key is _NO_KEY:
             if self._context_free(cfg):
                 key = self._remember(cfg, self._context_free_key(cfg))
             else:
                 key = self._current_key(cfg)
-        if type(key) is _ContextFreeKey:
+        if key is not None and key < 0:  # context-free (_cache_key)
             if len(cfg.tops) < CONTEXT_FREE_CACHED_TOPS:
                 self._write_context_free(cfg, row)
             else:
+                key = ~key
                 cache = self._compiled.mask_cache()
                 if not cache.get_into(key, row):
                     self._write_context_free(cfg, row)
@@ -319,7 +322,7 @@ class GrammarMatcher:
             key = self._remember(cfg, self._context_free_key(cfg))
         if key is _NO_KEY:
             return self._current_key(cfg)
-        return key  # type: ignore[return-value]
+        return _cache_key(key)
 
     def _current_key(self, cfg: Config) -> MaskKey | None:
         """The cache key of ``cfg`` at the signature depths as they are now (remembered, replacing a
@@ -350,9 +353,10 @@ class GrammarMatcher:
         self._last_key = (cfg, basis, whole)
         return None if whole is None else self._compiled.mask_keys.id_of(whole)
 
-    def _context_free_key(self, cfg: Config) -> _ContextFreeKey:
-        """The key of a context-free configuration: the id of its top states with no stack part."""
-        return _ContextFreeKey(self._compiled.mask_keys.id_of(tuple((s, ()) for s, _ in cfg.tops)))
+    def _context_free_key(self, cfg: Config) -> int:
+        """The key of a context-free configuration, as remembered: ``~id`` of the id of its top
+        states with no stack part (:func:`_cache_key`)."""
+        return ~self._compiled.mask_keys.id_of(tuple((s, ()) for s, _ in cfg.tops))
 
     def _basis(self, cfg: Config, depths: dict[int, int]) -> tuple[tuple[int, bool], ...]:
         """What a key of ``cfg`` depends on besides the configuration: each top's depth and whether

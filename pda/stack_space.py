@@ -52,7 +52,7 @@ class StackSpace:
     def __init__(self, aut: Automaton, max_stack_depth: int) -> None:
         self.walker = Walker(aut, StackArena(max_stack_depth))
         self.stacks = StackPaths(self.walker.arena)
-        self.keys: dict[Config, object] = {}  # mask key (or None: not cacheable) per configuration
+        self.keys: dict[Config, object] = {}  # mask key (None: not cacheable; ~id: context-free) per configuration
         # (configuration, token) -> the next configuration, None: refused; keyed by the int
         # ``cfg.serial * vocab_size + token`` (0 <= token < vocab_size; configurations here are one
         # object per value, and a serial is never reused), not a (Config, int) tuple, which the

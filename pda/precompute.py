@@ -58,11 +58,10 @@ made only of plain characters and no longer than that is accepted without a walk
 within that many (:func:`pda.token_groups.plain_prefixes`: a prefix of a run the state consumes is
 consumed; DeepSeek cuts many CJK characters so).  The matcher accepts uncertain tokens of whole
 plain characters the same way over the real stack (:func:`pda.plain_runs.stack_run`), reading the
-frames it needs.  Where
-the run is exact and no end state is on the way (a counted string's position, a few characters
-from its limit), a longer plain token is rejected without a walk (:func:`pda.plain_runs.beyond_run`);
-so is a token whose plain characters stop on a byte that no state they reach reads (a control
-character inside a string, :mod:`pda.plain_stops`).
+frames it needs.  Where the run is exact and no end state is on the way (a counted string's
+position, a few characters from its limit), a longer plain token is rejected without a walk
+(:func:`pda.plain_runs.beyond_run`); so is a token whose plain characters stop on a byte that no
+state they reach reads (a control character inside a string, :mod:`pda.plain_stops`).
 
 **Plain split.**  A state that surely consumes :data:`PLAIN_SPLIT_CHARS` plain characters (inside
 an unbounded JSON string, an extra property's key, a counted string 16 or more characters from its
@@ -101,7 +100,7 @@ from .walk_workspace import Workspace, listing_buffers, thread_workspace
 from .counted_repeats import REPEAT_PREFIX
 from .plain_stops import stop_reads
 from .plain_runs import (
-    BEYOND_LEAVES, BEYOND_MAYBE, BEYOND_NOWHERE, beyond_run, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
+    BEYOND_LEAVES, BEYOND_NOWHERE, RUN_CAP, beyond_run, plain_moves, plain_runs, plain_shapes, plain_to_end, stack_most,
 )
 from .share import SHARED_PREFIX
 from .state_classes import StateClasses, cache_fields, cache_fields_nbytes, union
@@ -391,7 +390,7 @@ class TokenClasses:
         for start in starts:
             mask = self.get(start).accepted_mask(level.trie.order, self.words)
             pre = mask if pre is None else pre | mask
-        longer = self._longer_than_run(s, run) if run > 0 else LONGER_WALKED
+        longer = self._longer_than_run(s, run) if 0 < run < min(PLAIN_SPLIT_CHARS, RUN_CAP) else LONGER_WALKED
         order = level.trie.order
         cand, row, accepted, split_unc = split_group(level.chars, level.prefixes, level.stops, self.stop_reads[s], run, longer,
                                                      _NO_PRE if pre is None else pre, level.cand, order, self.words)
@@ -443,21 +442,19 @@ class TokenClasses:
         from ``s`` (:func:`pda.plain_runs.beyond_run`): rejected when no longer plain sequence is
         consumed in the frame and none reaches an end state; uncertain when the rule escapes and
         its first ``to_end[s]`` characters reach an end state (where the thread escapes); else walked.
-        One search per state, for all its groups, and only where it pays: the search reads ``run``
-        layers, and from a run of :data:`PLAIN_SPLIT_CHARS` or more only the group beyond the plain
+        One search per state, for all its groups, and only where it pays: :meth:`_walk` asks below
+        a run of :data:`PLAIN_SPLIT_CHARS` (and of ``RUN_CAP``, a run that is not exact) only.  The
+        search reads ``run`` layers, and from a run of that many only the group beyond the plain
         split is walked, whose plain tokens longer than that are 163 (57 of more than 32
         characters): walking them costs less than the search (200-340 µs at a run of 128-255, and
         half of the 500 µs of a position in a block of Github_hard/o9921's 32,767-character
-        strings), so such a state is not searched, in an escaping rule neither."""
+        strings), in an escaping rule too."""
         got = self._longer.get(s)
         if got is None:
             A = self.kernel
-            escapes = bool(A.rule_escape[A.state_rule[s]]) and self.plain_to_end[s] >= 0
-            beyond = BEYOND_MAYBE
-            if run < PLAIN_SPLIT_CHARS:
-                beyond = beyond_run(A.trans, A.call_ptr, *self._plain_shapes, A.is_end, s, run)
+            beyond = beyond_run(A.trans, A.call_ptr, *self._plain_shapes, A.is_end, s, run)
             got = LONGER_REJECTED if beyond == BEYOND_NOWHERE else LONGER_UNCERTAIN if (
-                beyond == BEYOND_LEAVES and escapes) else LONGER_WALKED
+                beyond == BEYOND_LEAVES and A.rule_escape[A.state_rule[s]] and self.plain_to_end[s] >= 0) else LONGER_WALKED
             self._longer[s] = got
         return got
 
